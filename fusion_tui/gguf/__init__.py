@@ -1,0 +1,1 @@
+"""gguf package."""

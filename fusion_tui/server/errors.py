@@ -1,0 +1,72 @@
+"""Provides the typed errors of the server layer, each with a message a user can act on."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ServerError(Exception):
+    """Base class: anything that went wrong talking to, or running, llama-server."""
+
+
+class ServerUnreachable(ServerError):
+    """Nothing answers at the URL (refused, reset, DNS, timeout before any byte)."""
+
+
+class ServerLoading(ServerError):
+    """The server answers 503 while it loads the model."""
+
+
+class ProtocolError(ServerError):
+    """The server answered something we cannot parse (bad JSON, bad SSE, absurd numbers)."""
+
+
+class ServerHTTPError(ServerError):
+    """An HTTP error status, carrying the server's error object when it sent one."""
+
+    def __init__(self, status: int, message: str, error: dict[str, Any] | None = None) -> None:
+        super().__init__(f"HTTP {status}: {message}")
+        self.status = status
+        self.message = message
+        self.error: dict[str, Any] = error or {}
+
+    @property
+    def type(self) -> str:
+        return str(self.error.get("type", ""))
+
+
+class ContextExceeded(ServerHTTPError):
+    """400 `exceed_context_size_error`: the prompt does not fit the slot's context."""
+
+    def __init__(
+        self, message: str, n_prompt_tokens: int, n_ctx: int, error: dict[str, Any]
+    ) -> None:
+        super().__init__(400, message, error)
+        self.n_prompt_tokens = n_prompt_tokens
+        self.n_ctx = n_ctx
+
+
+class SlotsUnavailable(ServerHTTPError):
+    """`/slots` (or a slot action) is switched off on this server (HTTP 501)."""
+
+
+class StreamStalled(ServerError):
+    """A stream stopped sending bytes for longer than the idle budget."""
+
+
+class BinaryNotFound(ServerError):
+    """No llama-server binary could be found."""
+
+
+class DaemonStartError(ServerError):
+    """The managed llama-server did not become ready; `log_tail` says why."""
+
+    def __init__(self, message: str, log_tail: str = "") -> None:
+        super().__init__(message)
+        self.log_tail = log_tail
+
+    def __str__(self) -> str:
+        base = super().__str__()
+        if self.log_tail:
+            return f"{base}\n--- last lines of the server log ---\n{self.log_tail}"
+        return base

@@ -1,0 +1,52 @@
+"""Shared fixtures: an isolated app home, and the real llama-server and demo model.
+
+Under CI=true a missing llama-server or demo model fails the test; elsewhere it skips.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from fusion_tui.demo_model import INSTALL_HINT, demo_model_path
+from fusion_tui.paths import AppPaths
+from fusion_tui.server.binary import find_llama_server
+from fusion_tui.server.errors import BinaryNotFound
+
+IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+def _missing(what: str) -> None:
+    if IN_CI:
+        pytest.fail(f"{what} (CI=true: a missing server or model is a failure, never a skip)")
+    pytest.skip(what)
+
+
+@pytest.fixture
+def app_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AppPaths:
+    """Every app folder under a temporary root; no FUSION_TUI_* settings leak in."""
+    for key in list(os.environ):
+        if key.startswith("FUSION_TUI_"):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("FUSION_TUI_HOME", str(tmp_path / "home"))
+    return AppPaths.default()
+
+
+@pytest.fixture(scope="session")
+def llama_server_bin() -> Path:
+    try:
+        return find_llama_server()
+    except BinaryNotFound as exc:
+        _missing(str(exc))
+        raise
+
+
+@pytest.fixture(scope="session")
+def demo_model() -> Path:
+    path = demo_model_path()
+    if path is None:
+        _missing("The demo model is not installed. " + INSTALL_HINT)
+        raise AssertionError("unreachable")
+    return path
