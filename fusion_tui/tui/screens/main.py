@@ -1,0 +1,145 @@
+"""Provides `MainScreen`: the chat, the prompt box, the status line; runs turns in a worker."""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import aclosing
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import Footer
+
+from fusion_tui.chat.backend import Backend
+from fusion_tui.chat.events import Notice, PromptProgress, ReplyDone, StreamEnd, TextDelta
+from fusion_tui.status import ServerStatus, turn_summary
+from fusion_tui.tui.widgets.chat_view import ChatView
+from fusion_tui.tui.widgets.prompt_input import PromptInput
+from fusion_tui.tui.widgets.status_line import StatusLine
+
+
+class MainScreen(Screen[None]):
+    """The session: what was said, what is being said, and what the server is doing."""
+
+    BINDINGS = [
+        Binding("escape", "cancel_reply", "Cancel", id="cancel"),
+        Binding("ctrl+l", "focus_prompt", "Prompt", id="focus-prompt", show=False),
+    ]
+
+    DEFAULT_CSS = """
+    MainScreen > #body { height: 1fr; }
+    MainScreen #chat-column { width: 1fr; }
+    """
+
+    def __init__(self, backend: Backend, *, autostart: bool = True) -> None:
+        super().__init__()
+        self.backend = backend
+        self.autostart = autostart
+        self.server_status = ServerStatus()
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="body"), Vertical(id="chat-column"):
+            yield ChatView(id="chat")
+            yield PromptInput(id="prompt")
+        yield StatusLine(id="status")
+        yield Footer()
+
+    @property
+    def chat(self) -> ChatView:
+        return self.query_one(ChatView)
+
+    @property
+    def status_line(self) -> StatusLine:
+        return self.query_one(StatusLine)
+
+    async def on_mount(self) -> None:
+        prompt = self.query_one(PromptInput)
+        prompt.cursor_blink = self.app_cursor_blink
+        prompt.focus()
+        for role, text in self.backend.history():
+            await self.chat.add_message(role, text)
+        if self.autostart:
+            self.start_server()
+
+    @property
+    def app_cursor_blink(self) -> bool:
+        return bool(getattr(self.app, "cursor_blink", True))
+
+    def report_status(self, status: ServerStatus) -> None:
+        self.server_status = status
+        self.status_line.server = status
+
+    @work(exclusive=True, group="server-start", exit_on_error=False)
+    async def start_server(self) -> None:
+        try:
+            status = await self.backend.start(self.report_status)
+        except Exception as exc:  # every failure becomes a message the user can act on
+            self.report_status(ServerStatus(state="error", detail=str(exc).splitlines()[0]))
+            await self.chat.add_message("notice", f"**The server did not start.**\n\n```\n{exc}\n```")
+            self.app.notify(str(exc).splitlines()[0], title="Server", severity="error")
+            return
+        self.report_status(status)
+        self.app.notify(status.summary(), title="Server")
+
+    @on(PromptInput.Submitted)
+    async def send(self, event: PromptInput.Submitted) -> None:
+        if self.server_status.state != "ready":
+            self.app.notify("The server is not ready yet; your message is still in the box.")
+            event.prompt_input.load_text(event.text)
+            return
+        if self.reply_running:
+            self.app.notify("A reply is still streaming; Esc cancels it.")
+            event.prompt_input.load_text(event.text)
+            return
+        await self.chat.add_message("user", event.text)
+        self.run_reply(event.text)
+
+    @property
+    def reply_running(self) -> bool:
+        return any(w.group == "reply" and w.is_running for w in self.workers)
+
+    @work(exclusive=True, group="reply", exit_on_error=False)
+    async def run_reply(self, text: str) -> None:
+        message = await self.chat.add_message("assistant")
+        status = self.status_line
+        try:
+            async with aclosing(self.backend.reply(text)) as events:
+                async for event in events:
+                    if isinstance(event, TextDelta):
+                        status.activity = ""
+                        await message.append(event.text)
+                    elif isinstance(event, PromptProgress):
+                        status.activity = progress_text(event)
+                    elif isinstance(event, Notice):
+                        status.activity = event.text
+                    elif isinstance(event, StreamEnd):
+                        status.last_turn = turn_summary(event.timings, event.id_slot)
+                    elif isinstance(event, ReplyDone):
+                        status.activity = ""
+                        await message.finish(event.note, partial=event.partial)
+        except asyncio.CancelledError:
+            status.activity = ""
+            await message.finish("cancelled · partial answer kept", partial=True)
+            raise
+        except Exception as exc:
+            status.activity = ""
+            await message.finish(f"error · {exc}", partial=True)
+
+    def action_cancel_reply(self) -> None:
+        self.workers.cancel_group(self, "reply")
+
+    def action_focus_prompt(self) -> None:
+        self.query_one(PromptInput).focus()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "cancel_reply":
+            return self.reply_running or None
+        return True
+
+
+def progress_text(event: PromptProgress) -> str:
+    total = max(event.total, 1)
+    share = (event.processed) / total
+    return f"reading prompt {event.processed:,}/{event.total:,} ({share:.0%}, {event.cache:,} cached)"

@@ -1,0 +1,30 @@
+"""Provides `ChatView`: the scrolling column of chat messages, anchored to the newest."""
+
+from __future__ import annotations
+
+from textual.containers import VerticalScroll
+
+from fusion_tui.tui.widgets.chat_message import ChatMessage
+
+
+class ChatView(VerticalScroll):
+    """Holds `ChatMessage`s; stays scrolled to the bottom while the user has not scrolled up."""
+
+    DEFAULT_CSS = """
+    ChatView {
+        height: 1fr;
+        padding: 1 1 0 1;
+        scrollbar-size-vertical: 1;
+    }
+    """
+
+    def on_mount(self) -> None:
+        self.anchor()
+
+    async def add_message(self, role: str, text: str = "") -> ChatMessage:
+        message = ChatMessage(role, text)
+        await self.mount(message)
+        return message
+
+    async def clear_messages(self) -> None:
+        await self.remove_children()

@@ -1,0 +1,67 @@
+"""A Backend that plays a script: no server, no clock, for Pilot and snapshot tests."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+
+from fusion_tui.chat.events import ReplyDone, ReplyEvent, StreamEnd, TextDelta
+from fusion_tui.chat.backend import StatusCallback
+from fusion_tui.server.types import Timings
+from fusion_tui.status import ServerStatus
+
+READY = ServerStatus(state="ready", model="SmolLM2-135M-Instruct", slots=4, n_ctx=4096, tok_s=95.0)
+
+
+class ScriptedBackend:
+    def __init__(
+        self,
+        replies: Sequence[Sequence[str]] = (),
+        *,
+        status: ServerStatus = READY,
+        history: Sequence[tuple[str, str]] = (),
+        hold_after: int | None = None,
+        start_error: str | None = None,
+    ) -> None:
+        self.replies = [list(r) for r in replies]
+        self.status = status
+        self._history = list(history)
+        self.sent: list[str] = []
+        self.hold_after = hold_after
+        """Stop after this many fragments and wait forever (to test cancel mid-stream)."""
+        self.start_error = start_error
+        self.closed = False
+        self.cancelled = False
+
+    async def start(self, report: StatusCallback) -> ServerStatus:
+        report(ServerStatus(state="loading", model=self.status.model))
+        if self.start_error:
+            raise RuntimeError(self.start_error)
+        return self.status
+
+    async def reply(self, text: str) -> AsyncIterator[ReplyEvent]:
+        self.sent.append(text)
+        self._history.append(("user", text))
+        fragments = self.replies.pop(0) if self.replies else ["(no script)"]
+        answer = ""
+        try:
+            for i, fragment in enumerate(fragments):
+                if self.hold_after is not None and i >= self.hold_after:
+                    await asyncio.Event().wait()
+                answer += fragment
+                yield TextDelta(fragment)
+            timings = Timings(prompt_n=12, cache_n=30, predicted_n=len(fragments),
+                              predicted_per_second=88.0)
+            yield StreamEnd(id_slot=2, timings=timings)
+            yield ReplyDone("completed", note="slot 2 · 30 of 42 prompt tokens cached")
+        finally:
+            if answer or fragments:
+                self._history.append(("assistant", answer))
+            if answer != "".join(fragments):
+                self.cancelled = True
+
+    def history(self) -> list[tuple[str, str]]:
+        return list(self._history)
+
+    async def close(self) -> None:
+        self.closed = True

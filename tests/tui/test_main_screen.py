@@ -1,0 +1,58 @@
+"""Pilot tests of the main screen fed by a scripted backend."""
+
+from __future__ import annotations
+
+from fusion_tui.config import Settings
+from fusion_tui.tui.app import build_app
+from fusion_tui.tui.widgets.chat_message import ChatMessage
+from fusion_tui.tui.widgets.status_line import StatusLine
+
+from tests.tui.scripted_backend import ScriptedBackend
+
+
+async def test_prompt_streams_an_answer_and_shows_telemetry() -> None:
+    backend = ScriptedBackend([["Hello", ", ", "**world**"]])
+    app = build_app(Settings(), backend)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press(*"hi", "enter")
+        await app.screen.workers.wait_for_complete()
+        await pilot.pause()
+        messages = list(app.screen.query(ChatMessage))
+        assert [m.role for m in messages] == ["user", "assistant"]
+        assert messages[1].text == "Hello, **world**"
+        assert backend.sent == ["hi"]
+        status = app.screen.query_one(StatusLine)
+        assert "30 of 42 prompt tokens cached" in status.last_turn
+        assert status.server.state == "ready"
+
+
+async def test_escape_cancels_and_keeps_the_partial_answer() -> None:
+    backend = ScriptedBackend([["one ", "two ", "three"]], hold_after=2)
+    app = build_app(Settings(), backend)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("x", "enter")
+        await pilot.pause(0.1)
+        await pilot.press("escape")
+        await app.screen.workers.wait_for_complete()
+        await pilot.pause()
+        answer = list(app.screen.query(ChatMessage))[-1]
+        assert answer.text == "one two "
+        assert answer.has_class("-partial")
+        assert backend.cancelled
+        assert backend.history()[-1] == ("assistant", "one two ")
+
+
+async def test_a_server_that_fails_to_start_is_explained_and_the_prompt_kept() -> None:
+    backend = ScriptedBackend(start_error="model file is not a GGUF")
+    app = build_app(Settings(), backend)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.screen.workers.wait_for_complete()
+        await pilot.pause()
+        status = app.screen.query_one(StatusLine)
+        assert status.server.state == "error"
+        await pilot.press(*"keep me", "enter")
+        await pilot.pause()
+        assert app.screen.query_one("#prompt").text == "keep me"
+        assert backend.sent == []
