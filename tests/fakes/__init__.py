@@ -1,0 +1,1 @@
+"""Test doubles shared by helpers: a virtual clock and a scriptable fake llama-server."""
