@@ -1,0 +1,368 @@
+"""The step loop: one constrained action per step, tools, repair, ceiling, finalization.
+
+Outcomes: `completed` (the model called finish), `cancelled` (the user), `time_ceiling` (the task
+ceiling fired; a summary step ran on its own deadline), `max_steps` (step limit, or a summary
+that overran its deadline), `error` (the server failed, or steps kept failing).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from fusion_tui.agent.approval import ApprovalGate
+from fusion_tui.agent.deadline import (
+    DEFAULT_FINALIZATION_MS,
+    DEFAULT_MAX_DURATION_MS,
+    CancelToken,
+    Clock,
+    MonotonicClock,
+    run_guarded,
+)
+from fusion_tui.agent.events import (
+    Compacted,
+    EventSink,
+    Outcome,
+    RequestDone,
+    RequestPurpose,
+    StepFailed,
+    StepStarted,
+    TaskOutcome,
+    ToolFinished,
+    ToolStarted,
+)
+from fusion_tui.agent.prompt import (
+    ContextMeter,
+    PrefixReuse,
+    PromptPacker,
+    TemplateFrame,
+    observation,
+    volatile_tail,
+)
+from fusion_tui.agent.protocol import Action, StepInvalid, ToolSpec, parse_step, step_schema
+from fusion_tui.agent.request import CompletionFn, Reply, SlotChooser, stream_request
+from fusion_tui.agent.tools import ToolContext, ToolResult
+from fusion_tui.agent.tools.registry import CORE_TOOLS, DELEGATE, FINISH, RUNNERS
+from fusion_tui.agent.tools.workspace import ToolError, Workspace
+from fusion_tui.server.errors import ContextExceeded
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    max_steps: int = 40
+    max_duration_ms: int = DEFAULT_MAX_DURATION_MS
+    finalization_ms: int = DEFAULT_FINALIZATION_MS
+    n_predict: int = 2048
+    summary_n_predict: int = 512
+    max_failed_steps: int = 3
+    compact_threshold: float = 0.85
+    finalize: bool = True
+    """Run the reserved summary step on time_ceiling/max_steps (workers don't)."""
+    sampling: dict[str, Any] = field(default_factory=lambda: {"temperature": 0.2})
+    shell_timeout_s: float = 120.0
+
+
+@dataclass
+class AgentDeps:
+    """Everything the loop talks to; all injected."""
+
+    completion: CompletionFn
+    slots: SlotChooser
+    gate: ApprovalGate
+    workspace: Workspace
+    frame: TemplateFrame
+    stable_prefix: str
+    """From `prompt.build_stable_prefix(tools_for(...), machine_facts, project_facts)`."""
+    n_ctx: int
+    prefix_reuse: PrefixReuse = "full"
+    clock: Clock = field(default_factory=MonotonicClock)
+    on_event: EventSink = field(default=lambda e: None)
+    tools: tuple[ToolSpec, ...] = CORE_TOOLS
+    delegate: Any = None
+    """A `delegate.DelegatePolicy`; when set, the `delegate` tool is offered."""
+
+
+def tools_for(deps_tools: tuple[ToolSpec, ...], with_delegate: bool) -> tuple[ToolSpec, ...]:
+    base = tuple(t for t in deps_tools if t.name != "delegate")
+    return (*base[:-1], DELEGATE, base[-1]) if with_delegate else base
+
+
+@dataclass
+class TaskResult:
+    outcome: Outcome
+    summary: str
+    steps: int
+    session_id: str
+    packer: PromptPacker
+    """The whole transcript (append-only); persist `packer.to_dict()` with the session."""
+    requests: list[RequestDone] = field(default_factory=list)
+    error: str = ""
+    slot: int = -1
+    archived: list[dict[str, Any]] = field(default_factory=list)
+    """Transcripts replaced by a compaction, oldest first (kept for the session, not the prompt)."""
+
+
+REPAIR_NOTE = "Your reply was not a valid action: {error}. Reply with exactly one JSON action."
+
+
+class _Run:
+    def __init__(
+        self,
+        task: str,
+        session_id: str,
+        deps: AgentDeps,
+        config: AgentConfig,
+        cancel: CancelToken | None,
+        resume: PromptPacker | None,
+    ) -> None:
+        self.task, self.sid, self.deps, self.cfg = task, session_id, deps, config
+        self.cancel = cancel or CancelToken()
+        self.clock = deps.clock
+        self.started = self.clock.now()
+        self.ceiling = self.started + config.max_duration_ms / 1000
+        self.tools = tools_for(deps.tools, deps.delegate is not None)
+        self.schema = step_schema(self.tools)
+        self.packer = resume or PromptPacker(deps.frame, deps.stable_prefix)
+        self.meter = ContextMeter(deps.n_ctx)
+        self.slot = deps.slots.slot_for(session_id)
+        self.step = 0
+        self.requests: list[RequestDone] = []
+        self.archived: list[dict[str, Any]] = []
+        self.ctx = ToolContext(
+            deps.workspace, deps.gate, lambda: self.cancel.cancelled, config.shell_timeout_s
+        )
+
+    def emit(self, event: Any) -> None:
+        if isinstance(event, RequestDone):
+            self.requests.append(event)
+        self.deps.on_event(event)
+
+    def ms_left(self) -> int:
+        return int((self.ceiling - self.clock.now()) * 1000)
+
+    def tail(self) -> str:
+        return volatile_tail(self.step + 1, self.cfg.max_steps, self.ms_left())
+
+    # --- requests --------------------------------------------------------------------------
+
+    async def request(
+        self, purpose: RequestPurpose, deadline: float, schema: dict[str, Any], n_predict: int
+    ) -> Reply:
+        prompt = self.packer.prompt()
+        body: dict[str, Any] = {
+            **self.cfg.sampling,
+            "prompt": prompt,
+            "id_slot": self.slot,
+            "cache_prompt": True,
+            "stream": True,
+            "return_progress": True,
+            "n_predict": n_predict,
+            "json_schema": schema,
+        }
+        reply = await stream_request(
+            self.deps.completion,
+            body,
+            step=self.step,
+            purpose=purpose,
+            clock=self.clock,
+            deadline=deadline,
+            cancel=self.cancel,
+            on_event=self.emit,
+            deadline_means="deadline" if purpose == "summary" else "time_ceiling",
+        )
+        if reply.end is not None:
+            t = reply.end.timings
+            self.meter.record(len(prompt), t.cache_n, t.prompt_n, t.predicted_n)
+            if self.slot < 0 <= reply.end.id_slot:
+                self.slot = reply.end.id_slot
+                self.deps.slots.pin(self.sid, self.slot)
+        return reply
+
+    async def compact(self) -> None:
+        """Deliberate side call: summarize the transcript on the side slot, then restart on it."""
+        before = self.meter.used_tokens
+        log = "\n\n".join(f"[{m.role}] {m.text}" for m in self.packer.messages)
+        side = PromptPacker(
+            self.deps.frame,
+            "Summarize this coding agent's work log: facts found, files changed, "
+            "what remains. Be brief and concrete.",
+        )
+        side.add_user(log[-60_000:], kind="note")
+        body: dict[str, Any] = {
+            **self.cfg.sampling,
+            "prompt": side.prompt(),
+            "id_slot": self.deps.slots.side_call_slot(),
+            "cache_prompt": False,
+            "stream": True,
+            "n_predict": self.cfg.summary_n_predict,
+        }
+        reply = await stream_request(
+            self.deps.completion, body, step=self.step, purpose="compaction", clock=self.clock,
+            deadline=self.ceiling, cancel=self.cancel, on_event=self.emit,
+        )  # fmt: skip
+        if reply.ended != "ok":
+            return
+        self.archived.append(self.packer.to_dict())
+        first = f"{self.task}\n\n### summary of the work so far\n{reply.text.strip()}{self.tail()}"
+        self.packer = self.packer.restarted(first)
+        if self.deps.prefix_reuse == "none":
+            note = "compaction costs a full re-read: this model's prefix reuse is none"
+        else:
+            note = "the stable prefix stays cached; the summary and what follows are read anew"
+        self.emit(Compacted(self.step, before, len(reply.text), note))
+
+    # --- steps -----------------------------------------------------------------------------
+
+    async def next_action(self) -> tuple[Action | None, Reply]:
+        """One step's reply, with one in-step repair on the same slot."""
+        if self.meter.near_limit(
+            len(self.packer.prompt()), min(self.cfg.n_predict, self.deps.n_ctx // 4),
+            self.cfg.compact_threshold,
+        ):  # fmt: skip
+            await self.compact()
+        reply = await self.request("step", self.ceiling, self.schema, self.cfg.n_predict)
+        if isinstance(reply.exc, ContextExceeded):
+            await self.compact()
+            reply = await self.request("step", self.ceiling, self.schema, self.cfg.n_predict)
+        if reply.ended != "ok":
+            return None, reply
+        try:
+            return parse_step(reply.text, self.tools), reply
+        except StepInvalid as exc:
+            self.packer.add_assistant(reply.text, kind="raw")
+            self.packer.add_user(REPAIR_NOTE.format(error=exc), kind="repair")
+        reply = await self.request("repair", self.ceiling, self.schema, self.cfg.n_predict)
+        if reply.ended != "ok":
+            return None, reply
+        try:
+            return parse_step(reply.text, self.tools), reply
+        except StepInvalid as exc:
+            self.packer.add_assistant(reply.text, kind="raw")
+            self.emit(StepFailed(self.step, str(exc), reply.text))
+            return None, Reply(reply.text, "ok", reply.end, str(exc))
+
+    async def run_tool(self, action: Action) -> ToolResult | None:
+        """Run a tool under the user's cancel only (never the task deadline); None = cancelled."""
+        self.emit(ToolStarted(self.step, action.tool, action.args))
+        t0 = self.clock.now()
+
+        async def call() -> ToolResult:
+            try:
+                if action.tool == "delegate":
+                    from fusion_tui.agent.delegate import run_delegate
+
+                    return await run_delegate(self, action.args)
+                return await RUNNERS[action.tool](self.ctx, action.args)
+            except ToolError as exc:
+                return ToolResult(False, str(exc))
+            except OSError as exc:
+                return ToolResult(False, f"{action.tool} failed: {exc.strerror or exc}")
+
+        guarded = await run_guarded(call, clock=self.clock, deadline=None, cancel=self.cancel)
+        result = guarded.value
+        if result is None:
+            result = ToolResult(False, "cancelled by the user")
+        self.emit(
+            ToolFinished(
+                self.step, action.tool, action.args, result.ok, result.text,
+                (self.clock.now() - t0) * 1000, result.detail,
+            )
+        )  # fmt: skip
+        return None if guarded.ended == "cancelled" else result
+
+    async def finalize(
+        self, reason: Outcome, partial: str = "", pending: tuple[str, str] | None = None
+    ) -> tuple[Outcome, str]:
+        """The reserved summary step, on a fresh deadline of its own, on the same slot."""
+        if not self.cfg.finalize:
+            return reason, partial
+        why = (
+            "The time limit was reached"
+            if reason == "time_ceiling"
+            else "The step limit was reached"
+        )
+        note = f"{why}. Reply with the finish action: summarize what was done and what remains."
+        if pending is not None:
+            self.packer.add_user(f"{pending[0]}\n\n{note}", kind=pending[1])
+        else:
+            if self.packer.awaiting_reply:  # keep what the slot holds: the prefix stays exact
+                self.packer.add_assistant(partial, kind="raw")
+            self.packer.add_user(note, kind="note")
+        deadline = self.clock.now() + self.cfg.finalization_ms / 1000
+        reply = await self.request(
+            "summary", deadline, step_schema((FINISH,)), self.cfg.summary_n_predict
+        )
+        if reply.ended == "cancelled":
+            return "cancelled", reply.text
+        if reply.ended != "ok":  # overran (or failed): end anyway, with what it has
+            return "max_steps", reply.text
+        self.packer.add_assistant(reply.text, kind="summary")
+        try:
+            summary = str(parse_step(reply.text, (FINISH,)).args["summary"])
+        except StepInvalid:
+            summary = reply.text
+        return reason, summary
+
+    async def run(self) -> tuple[Outcome, str, str]:
+        pending: tuple[str, str] | None = None
+        if not self.packer.awaiting_reply:
+            pending = (self.task + self.tail(), "task")
+        failed = 0
+        while True:
+            if self.step > 0 and self.clock.now() >= self.ceiling:  # a tool ended past it
+                return (*await self.finalize("time_ceiling", pending=pending), "")
+            if self.step >= self.cfg.max_steps:
+                return (*await self.finalize("max_steps", pending=pending), "")
+            if pending is not None:
+                self.packer.add_user(*pending)
+                pending = None
+            self.step += 1
+            self.emit(StepStarted(self.step, self.cfg.max_steps, self.ms_left()))
+            action, reply = await self.next_action()
+            if reply.ended == "time_ceiling":
+                return (*await self.finalize("time_ceiling", partial=reply.text), "")
+            if reply.ended == "cancelled":
+                return "cancelled", "", ""
+            if reply.ended == "error":
+                return "error", "", reply.error
+            if action is None:
+                failed += 1
+                if failed >= self.cfg.max_failed_steps:
+                    return "error", "", f"{failed} steps in a row produced no valid action"
+                pending = (f"Step {self.step} failed: {reply.error}.{self.tail()}", "note")
+                continue
+            failed = 0
+            self.packer.add_assistant(reply.text)
+            if action.tool == "finish":
+                return "completed", str(action.args.get("summary", "")), ""
+            result = await self.run_tool(action)
+            if result is None:
+                return "cancelled", "", ""
+            pending = (
+                observation(action.tool, result.ok, result.text) + self.tail(),
+                "observation",
+            )
+
+
+async def run_task(
+    task: str,
+    *,
+    session_id: str,
+    deps: AgentDeps,
+    config: AgentConfig | None = None,
+    cancel: CancelToken | None = None,
+    resume: PromptPacker | None = None,
+) -> TaskResult:
+    """Run one agent task to an outcome; never raises for server or tool failures."""
+    run = _Run(task, session_id, deps, config or AgentConfig(), cancel, resume)
+    outcome, summary, error = await run.run()
+    deps.on_event(TaskOutcome(outcome, summary, run.step, session_id, error))
+    return TaskResult(
+        outcome, summary, run.step, session_id, run.packer, run.requests, error, run.slot,
+        run.archived,
+    )  # fmt: skip
+
+
+def with_config(config: AgentConfig, **changes: Any) -> AgentConfig:
+    return dataclasses.replace(config, **changes)

@@ -1,0 +1,264 @@
+"""Prompt packing: a byte-stable prefix, an append-only history, volatile facts in the tail.
+
+Why client-side assembly from a probed template frame (and not `/apply-template` per request):
+the model's own chat template is rendered by the server, once, on sentinel messages; the pieces
+between the sentinels (turn headers, end-of-turn markers, the generation prompt) are then
+concatenated around our text. Re-rendering the whole history every step would let a template
+that trims content, injects today's date, or drops old reasoning rewrite bytes the slot already
+holds, and the KV cache would be re-read from that point. With the frame, every request's prompt
+is, by construction, the previous request's prompt plus the model's own output plus new text:
+an exact extension. The volatile tail (step count, time left) is written at the end of each new
+user message and never touched again, so it becomes ordinary history.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from fusion_tui.agent.protocol import ToolSpec
+
+Role = Literal["user", "assistant"]
+PrefixReuse = Literal["full", "checkpoint", "none"]
+ApplyTemplate = Callable[[list[dict[str, str]]], Awaitable[str]]
+"""POST /apply-template {"messages": [...]} → the rendered "prompt" string."""
+
+_SENTINELS = ("FUSIONSYSQ7", "FUSIONUSRQ1", "FUSIONASTQ1", "FUSIONUSRQ2")
+
+
+class TemplateProbeError(Exception):
+    """The chat template could not be split into reusable pieces."""
+
+
+@dataclass(frozen=True)
+class TemplateFrame:
+    """The model's chat template, cut into the pieces that go between messages."""
+
+    start: str
+    system_to_user: str
+    user_to_assistant: str
+    """End of a user turn plus the generation prompt (assistant header)."""
+    assistant_to_user: str
+    """End of an assistant turn plus the next user header."""
+
+    @classmethod
+    def chatml(cls) -> TemplateFrame:
+        """ChatML (SmolLM2, Qwen): the fallback when no server can be asked."""
+        return cls(
+            start="<|im_start|>system\n",
+            system_to_user="<|im_end|>\n<|im_start|>user\n",
+            user_to_assistant="<|im_end|>\n<|im_start|>assistant\n",
+            assistant_to_user="<|im_end|>\n<|im_start|>user\n",
+        )
+
+    @classmethod
+    async def probe(cls, apply_template: ApplyTemplate) -> TemplateFrame:
+        """Render sentinel messages with the server's template and cut between them."""
+        s, u1, a1, u2 = _SENTINELS
+        rendered = await apply_template(
+            [
+                {"role": "system", "content": s},
+                {"role": "user", "content": u1},
+                {"role": "assistant", "content": a1},
+                {"role": "user", "content": u2},
+            ]
+        )
+        return cls.from_rendered(rendered)
+
+    @classmethod
+    def from_rendered(cls, rendered: str) -> TemplateFrame:
+        s, _u1, a1, u2 = _SENTINELS
+        at = []
+        pos = 0
+        for token in _SENTINELS:
+            i = rendered.find(token, pos)
+            if i < 0:
+                raise TemplateProbeError(
+                    f"the chat template dropped or reordered a probe message ({token}); "
+                    "this model's template cannot be used for byte-stable packing"
+                )
+            at.append(i)
+            pos = i + len(token)
+        return cls(
+            start=rendered[: at[0]],
+            system_to_user=rendered[at[0] + len(s) : at[1]],
+            user_to_assistant=rendered[at[3] + len(u2) :],
+            assistant_to_user=rendered[at[2] + len(a1) : at[3]],
+        )
+
+    def to_dict(self) -> dict[str, str]:
+        return {
+            "start": self.start,
+            "system_to_user": self.system_to_user,
+            "user_to_assistant": self.user_to_assistant,
+            "assistant_to_user": self.assistant_to_user,
+        }
+
+
+@dataclass(frozen=True)
+class MachineFacts:
+    """Facts fixed for the daemon's lifetime; rendered into the stable prefix."""
+
+    model: str
+    slots: int
+    ctx_per_worker: int
+    tok_per_s: float | None = None
+    prefix_reuse: PrefixReuse = "full"
+
+    def render(self) -> str:
+        speed = f"~{self.tok_per_s:.0f} tok/s single stream" if self.tok_per_s else "not measured"
+        return (
+            "### machine facts\n"
+            f"- model: {self.model}\n"
+            f"- slots: {self.slots}\n"
+            f"- context per worker: {self.ctx_per_worker} tokens\n"
+            f"- speed: {speed}\n"
+            f"- prefix reuse: {self.prefix_reuse}"
+        )
+
+
+SYSTEM_PROMPT = (
+    "You are a careful coding agent working inside one project directory (the workspace).\n"
+    'Every reply is exactly one JSON action: {"tool": NAME, "args": {...}}.\n'
+    "Paths are relative to the workspace. Read before you edit. Keep edits small.\n"
+    "After each action you get its result. When the task is done, or cannot be done, "
+    "reply with the finish action and a short summary."
+)
+
+
+def render_tools(tools: Sequence[ToolSpec]) -> str:
+    lines = ["### tools"]
+    for t in tools:
+        lines.append(f"- {t.signature()}: {t.description}")
+    return "\n".join(lines)
+
+
+def build_stable_prefix(
+    tools: Sequence[ToolSpec],
+    machine: MachineFacts,
+    project_facts: str = "",
+    system_prompt: str = SYSTEM_PROMPT,
+) -> str:
+    """The system message: identical bytes for every request of every session of a daemon."""
+    parts = [system_prompt, render_tools(tools)]
+    if project_facts.strip():
+        parts.append("### project facts\n" + project_facts.strip())
+    parts.append(machine.render())
+    return "\n\n".join(parts)
+
+
+def volatile_tail(step: int, max_steps: int, ms_left: int) -> str:
+    minutes, seconds = divmod(max(0, ms_left) // 1000, 60)
+    hours, minutes = divmod(minutes, 60)
+    left = f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{seconds:02d}s"
+    return f"\n\n[step {step} of {max_steps} · {left} left]"
+
+
+@dataclass(frozen=True)
+class Message:
+    role: Role
+    text: str
+    kind: str = ""
+    """task, action, observation, repair, raw, note, summary: for the session and the UI."""
+
+
+@dataclass
+class PromptPacker:
+    """One session's prompt: frame + stable prefix + messages, kept as a growing string."""
+
+    frame: TemplateFrame
+    stable: str
+    messages: list[Message] = field(default_factory=list)
+    _text: str = field(default="", init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        msgs, self.messages = self.messages, []
+        self._text = self.frame.start + self.stable + self.frame.system_to_user
+        for m in msgs:
+            self._append(m)
+
+    def _append(self, m: Message) -> None:
+        last = self.messages[-1].role if self.messages else None
+        if m.role == last or (last is None and m.role != "user"):
+            raise ValueError(f"messages must alternate user/assistant (got {m.role} after {last})")
+        if m.role == "assistant":
+            self._text += self.frame.user_to_assistant + m.text
+        elif last == "assistant":
+            self._text += self.frame.assistant_to_user + m.text
+        else:
+            self._text += m.text
+        self.messages.append(m)
+
+    def add_user(self, text: str, kind: str = "observation") -> None:
+        self._append(Message("user", text, kind))
+
+    def add_assistant(self, text: str, kind: str = "action") -> None:
+        self._append(Message("assistant", text, kind))
+
+    @property
+    def awaiting_reply(self) -> bool:
+        return bool(self.messages) and self.messages[-1].role == "user"
+
+    def prompt(self) -> str:
+        """The prompt for the next completion (ends with the generation prompt)."""
+        if not self.awaiting_reply:
+            raise ValueError("the last message is not a user message; nothing to answer")
+        return self._text + self.frame.user_to_assistant
+
+    def restarted(self, first_user: str) -> PromptPacker:
+        """A new packer on the same stable prefix (after a compaction)."""
+        p = PromptPacker(self.frame, self.stable)
+        p.add_user(first_user, kind="summary")
+        return p
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "frame": self.frame.to_dict(),
+            "stable": self.stable,
+            "messages": [{"role": m.role, "text": m.text, "kind": m.kind} for m in self.messages],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PromptPacker:
+        frame = TemplateFrame(**{k: str(v) for k, v in data["frame"].items()})
+        msgs = [Message(m["role"], m["text"], m.get("kind", "")) for m in data["messages"]]
+        return cls(frame, str(data["stable"]), msgs)
+
+
+def observation(tool: str, ok: bool, text: str) -> str:
+    status = "ok" if ok else "error"
+    return f"### {tool} result ({status})\n{text}"
+
+
+def action_text(tool: str, args: dict[str, Any]) -> str:
+    return json.dumps({"tool": tool, "args": args}, ensure_ascii=False)
+
+
+@dataclass
+class ContextMeter:
+    """Context use in the server's own token counts; the unsent tail is estimated from them."""
+
+    n_ctx: int
+    used_tokens: int = 0
+    """Tokens in the slot after the last request: cache_n + prompt_n + predicted_n."""
+    prompt_tokens: int = 0
+    prompt_chars: int = 0
+
+    def record(self, prompt_chars: int, cache_n: int, prompt_n: int, predicted_n: int) -> None:
+        self.prompt_tokens = cache_n + prompt_n
+        self.prompt_chars = prompt_chars
+        self.used_tokens = self.prompt_tokens + predicted_n
+
+    def estimate(self, prompt_chars: int) -> int:
+        """Tokens of a prompt of `prompt_chars` that extends the last measured one."""
+        if self.prompt_tokens <= 0 or self.prompt_chars <= 0:
+            return prompt_chars // 3  # no measurement yet: pessimistic 3 chars per token
+        ratio = self.prompt_chars / self.prompt_tokens
+        return self.prompt_tokens + int(max(0, prompt_chars - self.prompt_chars) / ratio) + 1
+
+    def near_limit(self, prompt_chars: int, reserve: int, threshold: float = 0.85) -> bool:
+        if self.n_ctx <= 0:
+            return False
+        return self.estimate(prompt_chars) + reserve >= int(self.n_ctx * threshold)

@@ -1,0 +1,121 @@
+"""One completion request of the agent: body, streaming, telemetry, deadline and cancel.
+
+The server client is injected as a `CompletionFn` (the integrator passes
+`LlamaClient.stream_completion`), so the loop is tested with scripted fakes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+import anyio
+
+from fusion_tui.agent.deadline import CancelToken, Clock, run_guarded
+from fusion_tui.agent.events import (
+    EventSink,
+    PromptProgressed,
+    RequestDone,
+    RequestPurpose,
+    TokenDelta,
+)
+from fusion_tui.server.errors import ServerError
+from fusion_tui.server.types import PromptProgress, StreamEnd, StreamEvent, TextDelta
+
+CompletionFn = Callable[[dict[str, Any]], AsyncIterator[StreamEvent]]
+"""POST /completion with `stream: true`; yields TextDelta/PromptProgress, then one StreamEnd."""
+
+
+class SlotChooser(Protocol):
+    """Session→slot pins (the integrator passes `slots.pins.SlotPool`)."""
+
+    def slot_for(self, session_id: str) -> int:
+        """The pinned slot, or -1 to let the server choose."""
+        ...
+
+    def pin(self, session_id: str, slot: int) -> None: ...
+
+    def side_call_slot(self) -> int:
+        """The reserved slot for side calls (compaction), or -1."""
+        ...
+
+
+Ended = Literal["ok", "time_ceiling", "cancelled", "error", "deadline"]
+
+
+@dataclass(frozen=True)
+class Reply:
+    text: str
+    ended: Ended
+    end: StreamEnd | None = None
+    error: str = ""
+    exc: ServerError | None = None
+
+
+async def stream_request(
+    completion: CompletionFn,
+    body: dict[str, Any],
+    *,
+    step: int,
+    purpose: RequestPurpose,
+    clock: Clock,
+    deadline: float | None,
+    cancel: CancelToken | None,
+    on_event: EventSink,
+    deadline_means: Ended = "time_ceiling",
+) -> Reply:
+    """Stream one completion; a fired deadline reads as `deadline_means`, checked first."""
+    parts: list[str] = []
+    got_end: list[StreamEnd] = []
+    t0 = clock.now()
+    first: list[float] = []
+
+    async def consume() -> None:
+        agen = completion(body)
+        try:
+            async for ev in agen:
+                if isinstance(ev, TextDelta):
+                    if not first:
+                        first.append(clock.now())
+                    parts.append(ev.text)
+                    on_event(TokenDelta(step, ev.text, purpose))
+                elif isinstance(ev, PromptProgress):
+                    on_event(PromptProgressed(step, ev.total, ev.cache, ev.processed))
+                elif isinstance(ev, StreamEnd):
+                    got_end.append(ev)
+        finally:
+            aclose = getattr(agen, "aclose", None)
+            if aclose is not None:
+                with anyio.CancelScope(shield=True):
+                    await aclose()  # closes the HTTP stream: the server frees the slot
+
+    error = ""
+    exc: ServerError | None = None
+    try:
+        guarded = await run_guarded(consume, clock=clock, deadline=deadline, cancel=cancel)
+        ended: Ended = {"ok": "ok", "deadline": deadline_means, "cancelled": "cancelled"}[
+            guarded.ended
+        ]
+    except ServerError as e:
+        ended, error, exc = "error", str(e), e
+    end = got_end[-1] if got_end else None
+    if ended == "ok" and end is None:
+        ended, error = "error", "the stream ended without a final event"
+    timings = end.timings if end else None
+    on_event(
+        RequestDone(
+            step=step,
+            purpose=purpose,
+            id_slot=end.id_slot if end else int(body.get("id_slot", -1)),
+            prompt_n=timings.prompt_n if timings else 0,
+            cache_n=timings.cache_n if timings else 0,
+            predicted_n=timings.predicted_n if timings else 0,
+            ttft_ms=(first[0] - t0) * 1000 if first else None,
+            predicted_per_second=timings.predicted_per_second if timings else 0.0,
+            duration_ms=(clock.now() - t0) * 1000,
+            prompt_chars=len(str(body.get("prompt", ""))),
+            ended=ended,
+        )
+    )
+    return Reply("".join(parts), ended, end, error, exc)

@@ -1,0 +1,152 @@
+"""read_file, list_dir, write_file, edit_file: bounded reads, approved atomic writes."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import stat
+from typing import Any
+
+from fusion_tui.agent.approval import ApprovalRequest
+from fusion_tui.agent.tools import ToolContext, ToolResult
+from fusion_tui.agent.tools.workspace import ToolError
+
+READ_CAP_BYTES = 512 * 1024
+"""Never read more than this from one file, whatever the file's size."""
+LIST_CAP = 400
+WRITE_CAP_BYTES = 2 * 1024 * 1024
+
+
+def _is_binary(data: bytes) -> bool:
+    if b"\x00" in data[:8192]:
+        return True
+    try:
+        data[:8192].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.start < len(data[:8192]) - 4  # a char cut at the sample's end is fine
+    return False
+
+
+def read_text(ctx: ToolContext, path: str) -> tuple[str, int, bool]:
+    """(text, file size, truncated) of a text file inside the workspace, or ToolError."""
+    resolved = ctx.workspace.resolve(path)
+    fd = ctx.workspace.open_read(resolved)
+    try:
+        size = os.fstat(fd).st_size
+        chunks: list[bytes] = []
+        got = 0
+        while got < READ_CAP_BYTES:
+            chunk = os.read(fd, min(65536, READ_CAP_BYTES - got))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+        data = b"".join(chunks)
+    finally:
+        os.close(fd)
+    if _is_binary(data):
+        raise ToolError(f"{resolved.rel} is a binary file ({size} bytes); not shown")
+    return data.decode("utf-8", "replace"), size, size > len(data)
+
+
+def _cap(ctx: ToolContext, text: str) -> str:
+    limit = ctx.max_output_chars
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n… [{len(text) - limit} more characters cut; ask for a line range]"
+
+
+async def read_file(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+    text, size, truncated = read_text(ctx, args["path"])
+    lines = text.splitlines()
+    start = max(1, int(args.get("start_line", 1)))
+    end = int(args.get("end_line", len(lines)))
+    if start > max(1, len(lines)):
+        raise ToolError(f"start_line {start} is past the end ({len(lines)} lines)")
+    picked = lines[start - 1 : max(start - 1, end)]
+    body = "\n".join(f"{n:>5}  {line}" for n, line in enumerate(picked, start))
+    head = f"{args['path']} lines {start}-{start + len(picked) - 1} of {len(lines)}"
+    if truncated:
+        head += f" (file is {size} bytes; only the first {READ_CAP_BYTES} were read)"
+    return ToolResult(True, _cap(ctx, head + "\n" + body))
+
+
+async def list_dir(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+    resolved = ctx.workspace.resolve(args.get("path", ".") or ".")
+    entries: list[str] = []
+    with ctx.workspace.open_dir(resolved) as dfd:
+        names = sorted(os.listdir(dfd))
+        for name in names[:LIST_CAP]:
+            try:
+                st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                entries.append(name + "/")
+            elif stat.S_ISLNK(st.st_mode):
+                entries.append(name + "@")
+            else:
+                entries.append(f"{name}  ({st.st_size} bytes)")
+    more = f"\n… {len(names) - LIST_CAP} more entries" if len(names) > LIST_CAP else ""
+    listing = "\n".join(entries) if entries else "(empty)"
+    return ToolResult(True, _cap(ctx, f"{resolved.rel}/\n{listing}{more}"))
+
+
+def _diff(path: str, old: str, new: str) -> str:
+    return "".join(
+        difflib.unified_diff(
+            old.splitlines(keepends=True),
+            new.splitlines(keepends=True),
+            fromfile=f"a/{path}",
+            tofile=f"b/{path}",
+        )
+    )
+
+
+async def _approved_write(ctx: ToolContext, tool: str, path: str, old: str, new: str) -> str:
+    resolved = ctx.workspace.resolve(path)
+    data = new.encode("utf-8")
+    if len(data) > WRITE_CAP_BYTES:
+        raise ToolError(f"content is larger than {WRITE_CAP_BYTES} bytes")
+    diff = _diff(resolved.rel, old, new)
+    request = ApprovalRequest("write", tool, resolved.rel, detail=diff)
+    if not await ctx.gate.check(request):
+        raise ToolError(f"the user denied {tool} on {resolved.rel}; do something else or finish")
+    ctx.workspace.write_atomic(resolved, data)
+    return diff
+
+
+async def write_file(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+    path, content = args["path"], args["content"]
+    try:
+        old, _, truncated = read_text(ctx, path)
+        if truncated:
+            raise ToolError(f"{path} is too large to overwrite safely")
+    except ToolError as exc:
+        if "does not exist" not in str(exc):
+            raise
+        old = ""
+    diff = await _approved_write(ctx, "write_file", path, old, content)
+    n = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
+    return ToolResult(True, f"wrote {path} ({n} lines)", detail=diff)
+
+
+async def edit_file(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+    path, search, replace = args["path"], args["search"], args["replace"]
+    if not search:
+        raise ToolError("search is empty; give the exact text to replace")
+    old, _, truncated = read_text(ctx, path)
+    if truncated:
+        raise ToolError(f"{path} is too large to edit safely")
+    count = old.count(search)
+    if count == 0:
+        raise ToolError(f"search text not found in {path}; read the file and copy it exactly")
+    if count > 1 and not args.get("all", False):
+        raise ToolError(
+            f"search text occurs {count} times in {path}; add context to make it unique"
+        )
+    new = (
+        old.replace(search, replace) if args.get("all", False) else old.replace(search, replace, 1)
+    )
+    diff = await _approved_write(ctx, "edit_file", path, old, new)
+    return ToolResult(True, _cap(ctx, diff or "(no change)"), detail=diff)

@@ -1,0 +1,131 @@
+"""run_shell: an approved command in the workspace, its own timeout, capped output, group kill.
+
+The command runs in a new session (its own process group) so a timeout or the user's cancel kills
+everything it started, not just the shell. Output keeps the head and the tail and says how much
+was dropped in between, so a flood never reaches the prompt.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from typing import Any
+
+import anyio
+from anyio.abc import Process
+
+from fusion_tui.agent.approval import ApprovalRequest, command_prefix
+from fusion_tui.agent.tools import ToolContext, ToolResult
+from fusion_tui.agent.tools.workspace import ToolError
+
+MAX_TIMEOUT_S = 1800.0
+KILL_GRACE_S = 1.0
+DRAIN_GRACE_S = 0.3
+HEAD_BYTES = 6 * 1024
+TAIL_BYTES = 6 * 1024
+
+
+class CappedOutput:
+    """Head and tail of a byte stream, with a count of what was dropped."""
+
+    def __init__(self, head: int = HEAD_BYTES, tail: int = TAIL_BYTES) -> None:
+        self.head = bytearray()
+        self.tail = bytearray()
+        self._head_cap, self._tail_cap = head, tail
+        self.total = 0
+
+    def add(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self._head_cap - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail += chunk
+            if len(self.tail) > self._tail_cap:
+                del self.tail[: len(self.tail) - self._tail_cap]
+
+    def text(self) -> str:
+        dropped = self.total - len(self.head) - len(self.tail)
+        out = self.head.decode("utf-8", "replace")
+        if dropped > 0:
+            out += f"\n… [{dropped} bytes of output dropped] …\n"
+        out += self.tail.decode("utf-8", "replace")
+        return out.replace("\x00", "\\0")
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+async def _kill_group(proc: Process) -> None:
+    _signal_group(proc.pid, signal.SIGTERM)
+    with anyio.move_on_after(KILL_GRACE_S):
+        await proc.wait()
+    _signal_group(proc.pid, signal.SIGKILL)
+    if proc.returncode is None:
+        await proc.wait()
+
+
+async def run_shell(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+    command: str = args["command"]
+    if not command.strip():
+        raise ToolError("command is empty")
+    timeout = float(args.get("timeout_s", ctx.shell_timeout_s))
+    timeout = max(1.0, min(timeout, MAX_TIMEOUT_S))
+    request = ApprovalRequest(
+        "shell", "run_shell", command, detail=command, prefix=command_prefix(command)
+    )
+    if not await ctx.gate.check(request):
+        raise ToolError("the user denied this command; do something else or finish")
+    env = dict(os.environ, PAGER="cat", GIT_PAGER="cat", TERM="dumb")
+    out = CappedOutput()
+    proc = await anyio.open_process(
+        ["/bin/sh", "-c", command],
+        cwd=ctx.workspace.root,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env=env,
+    )
+    timed_out = False
+    try:
+        async with anyio.create_task_group() as tg:
+            drained = anyio.Event()
+
+            async def pump() -> None:
+                try:
+                    assert proc.stdout is not None
+                    async for chunk in proc.stdout:
+                        out.add(chunk)
+                finally:
+                    drained.set()
+
+            tg.start_soon(pump)
+            with anyio.move_on_after(timeout) as scope:
+                await proc.wait()
+            timed_out = scope.cancelled_caught
+            if not timed_out:  # a background child may hold the pipe open: don't wait for it
+                with anyio.move_on_after(DRAIN_GRACE_S):
+                    await drained.wait()
+            tg.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True):
+            # kill the whole group: on timeout, on cancel, and stragglers left in the background
+            if proc.returncode is None:
+                await _kill_group(proc)
+            else:
+                _signal_group(proc.pid, signal.SIGKILL)
+            await proc.aclose()
+    code = proc.returncode
+    body = out.text()
+    if timed_out:
+        head = f"timed out after {timeout:.0f} s; the process group was killed"
+    else:
+        head = f"exit code {code}"
+    return ToolResult(code == 0 and not timed_out, f"$ {command}\n{head}\n{body}".rstrip())
