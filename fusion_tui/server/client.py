@@ -1,0 +1,331 @@
+"""Provides `LlamaClient`: the async HTTP client for one llama-server, with typed errors.
+
+One `httpx.AsyncClient` per server (keep-alive, proxies from the environment ignored: the server
+is on loopback or a configured URL). Every request goes through `_send`, which owns two rules:
+
+* llama-server closes idle keep-alive connections, so a pooled connection can die just as we
+  reuse it ("server disconnected without sending a response"). A request that fails before ANY
+  response byte arrived is retried once; the dead connection has been dropped from the pool, so the
+  retry gets a fresh one. Once the status line arrived we never retry: the server saw the request.
+* Errors are typed (`errors.py`): nothing answers → `ServerUnreachable`; 503 while loading →
+  `ServerLoading`; any other non-2xx → `ServerHTTPError` (or `ContextExceeded`, `SlotsUnavailable`)
+  with the server's error object; unparseable answers → `ProtocolError`.
+
+Streams are async generators: leaving them early (`aclose`, `break`, cancellation) closes the HTTP
+response, and llama-server cancels the task when its connection goes away. Prefer
+`async with contextlib.aclosing(client.stream_chat(...)) as events:` so the close is immediate.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
+from types import TracebackType
+from typing import Any, Literal
+
+import anyio
+import httpx
+
+from fusion_tui.server.errors import (
+    ProtocolError,
+    ServerUnreachable,
+    StreamStalled,
+)
+from fusion_tui.server.events import ChatDecoder, NativeDecoder
+from fusion_tui.server.httperrors import error_from_body
+from fusion_tui.server.sse import DONE, SSEParser
+from fusion_tui.server.types import Props, SlotState, StreamEvent
+
+DEFAULT_TIMEOUT = 30.0
+HEALTH_TIMEOUT = 5.0
+SLOT_ACTION_TIMEOUT = 600.0
+"""Saving or restoring a multi-GB slot can take a while; the server also queues it behind work."""
+
+SlotAction = Literal["save", "restore", "erase"]
+
+_RETRYABLE = (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
+"""Transport failures that, raised before the status line, mean the request was not answered."""
+
+
+class LlamaClient:
+    """Talks to one llama-server at `base_url` (managed or external)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url,
+            headers=headers,
+            transport=transport,
+            timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
+            trust_env=False,
+        )
+
+    async def __aenter__(self) -> LlamaClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    # --- plain requests ------------------------------------------------------------------------
+
+    async def health(self) -> str:
+        """ "ok" when the model is loaded; `ServerLoading` while loading; `ServerUnreachable`."""
+        await self._request_json("GET", "/health", timeout=min(self.timeout, HEALTH_TIMEOUT))
+        return "ok"
+
+    async def props(self) -> Props:
+        return Props.from_json(await self._request_json("GET", "/props", timeout=self.timeout))
+
+    async def slots(self, timeout: float = 3.0) -> list[SlotState]:
+        """`GET /slots` (501 on a `--no-slots` server → `SlotsUnavailable`)."""
+        data = await self._request_json("GET", "/slots", timeout=timeout)
+        if not isinstance(data, list):
+            raise ProtocolError("/slots did not answer a JSON list")
+        return [SlotState.from_json(item) for item in data]
+
+    async def tokenize(self, text: str, *, add_special: bool = False) -> list[int]:
+        data = await self._request_json(
+            "POST",
+            "/tokenize",
+            json_body={"content": text, "add_special": add_special},
+            timeout=self.timeout,
+        )
+        tokens = data.get("tokens") if isinstance(data, dict) else None
+        if not isinstance(tokens, list) or not all(
+            isinstance(t, int) and not isinstance(t, bool) and 0 <= t < 1 << 31 for t in tokens
+        ):
+            raise ProtocolError("/tokenize did not answer a list of token ids")
+        return tokens
+
+    async def slot_action(
+        self,
+        slot_id: int,
+        action: SlotAction,
+        filename: str | None = None,
+        *,
+        timeout: float = SLOT_ACTION_TIMEOUT,
+    ) -> dict[str, Any]:
+        """`POST /slots/{id}?action=...`; save and restore need a bare `filename`.
+
+        The server wraps out-of-range ids silently, so the id is checked here against nothing but
+        sign; callers validate it against `total_slots`.
+        """
+        if action not in ("save", "restore", "erase"):
+            raise ValueError(f"unknown slot action {action!r} (save, restore or erase)")
+        if slot_id < 0:
+            raise ValueError(f"slot id must be >= 0, got {slot_id}")
+        body: dict[str, Any] = {}
+        if action != "erase":
+            if not filename:
+                raise ValueError(f"slot {action} needs a file name")
+            body["filename"] = filename
+        data = await self._request_json(
+            "POST", f"/slots/{slot_id}", params={"action": action}, json_body=body, timeout=timeout
+        )
+        if not isinstance(data, dict):
+            raise ProtocolError(f"slot {action} did not answer a JSON object")
+        return data
+
+    # --- streams -------------------------------------------------------------------------------
+
+    async def stream_completion(
+        self,
+        body: dict[str, Any],
+        *,
+        idle_timeout: float | None = None,
+        first_byte_timeout: float | None = None,
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """Stream native `/completion`: `TextDelta`s, `PromptProgress` (with `return_progress`),
+        then one `StreamEnd` with the slot, timings, stop type and cached tokens."""
+        request = {**body, "stream": True}
+        decoder = NativeDecoder()
+        stream = self._stream("/completion", request, idle_timeout, first_byte_timeout)
+        async with aclosing(stream) as payloads:
+            async for payload in payloads:
+                for event in decoder.decode(payload):
+                    yield event
+                if decoder.end is not None:
+                    return
+        raise ProtocolError("the /completion stream ended before its final event")
+
+    async def stream_chat(
+        self,
+        body: dict[str, Any],
+        *,
+        idle_timeout: float | None = None,
+        first_byte_timeout: float | None = None,
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """Stream `/v1/chat/completions` with `verbose` on (so the final group says which slot
+        served it); same events as `stream_completion`, `StreamEnd.finish_reason` set."""
+        request = {**body, "stream": True, "verbose": True}
+        decoder = ChatDecoder()
+        path = "/v1/chat/completions"
+        async with aclosing(
+            self._stream(path, request, idle_timeout, first_byte_timeout)
+        ) as payloads:
+            async for payload in payloads:
+                if payload == DONE:
+                    break
+                for event in decoder.decode(payload):
+                    yield event
+        if not decoder.complete:
+            raise ProtocolError("the chat stream ended before its final event")
+        yield decoder.finish()
+
+    async def _stream(
+        self,
+        path: str,
+        body: dict[str, Any],
+        idle_timeout: float | None,
+        first_byte_timeout: float | None,
+    ) -> AsyncGenerator[str, None]:
+        """SSE payloads of one streaming POST; the response is closed however this generator
+        ends (exhausted, error, `aclose`, cancellation)."""
+        response = await self._send(
+            "POST", path, json_body=body, timeout=None, first_byte_timeout=first_byte_timeout
+        )
+        try:
+            if response.status_code >= 300:
+                raise error_from_body(response.status_code, await self._read(response))
+            parser = SSEParser()
+            chunks = response.aiter_bytes().__aiter__()
+            while not parser.done:
+                chunk = await self._next_chunk(chunks, idle_timeout)
+                if chunk is None:
+                    for payload in parser.close():
+                        yield payload
+                    return
+                for payload in parser.feed(chunk):
+                    yield payload
+        finally:
+            with anyio.CancelScope(shield=True):
+                await response.aclose()
+
+    async def _next_chunk(
+        self, chunks: AsyncIterator[bytes], idle_timeout: float | None
+    ) -> bytes | None:
+        try:
+            if idle_timeout is None:
+                return await chunks.__anext__()
+            with anyio.fail_after(idle_timeout):
+                return await chunks.__anext__()
+        except StopAsyncIteration:
+            return None
+        except TimeoutError:
+            raise StreamStalled(
+                f"llama-server sent nothing for {idle_timeout:g} s in the middle of an answer"
+            ) from None
+        except httpx.HTTPError as exc:
+            raise ServerUnreachable(
+                f"the connection to llama-server at {self.base_url} broke mid-answer: "
+                f"{_describe(exc)}"
+            ) from None
+
+    # --- transport -----------------------------------------------------------------------------
+
+    async def _request_json(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, str] | None = None,
+        json_body: dict[str, Any] | None = None,
+        timeout: float | None,
+    ) -> Any:
+        response = await self._send(
+            method, path, params=params, json_body=json_body, timeout=timeout
+        )
+        try:
+            raw = await self._read(response)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await response.aclose()
+        if response.status_code >= 300:
+            raise error_from_body(response.status_code, raw)
+        try:
+            return json.loads(raw)
+        except ValueError:
+            excerpt = raw[:80].decode("utf-8", "replace")
+            raise ProtocolError(f"{path} did not answer JSON: {excerpt!r}") from None
+
+    async def _read(self, response: httpx.Response) -> bytes:
+        try:
+            return await response.aread()
+        except httpx.TimeoutException:
+            raise ServerUnreachable(
+                f"llama-server at {self.base_url} stopped answering {response.request.url.path}"
+            ) from None
+        except httpx.HTTPError as exc:
+            raise ServerUnreachable(
+                f"the connection to llama-server at {self.base_url} broke while reading "
+                f"{response.request.url.path}: {_describe(exc)}"
+            ) from None
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, str] | None = None,
+        json_body: dict[str, Any] | None = None,
+        timeout: float | None,
+        first_byte_timeout: float | None = None,
+    ) -> httpx.Response:
+        """Send and wait for the status line; retry once if the request died before it.
+
+        `timeout` bounds each read (None: unbounded, for streams, which watch their own time).
+        """
+        connect = min(self.timeout, 10.0)
+        http_timeout = httpx.Timeout(timeout, connect=connect)
+        for attempt in (1, 2):
+            request = self._http.build_request(
+                method, path, params=params, json=json_body, timeout=http_timeout
+            )
+            try:
+                if first_byte_timeout is None:
+                    return await self._http.send(request, stream=True)
+                with anyio.fail_after(first_byte_timeout):
+                    return await self._http.send(request, stream=True)
+            except TimeoutError:
+                raise StreamStalled(
+                    f"llama-server did not start answering {path} within {first_byte_timeout:g} s"
+                ) from None
+            except _RETRYABLE as exc:
+                if attempt == 1:
+                    continue
+                raise ServerUnreachable(
+                    f"cannot reach llama-server at {self.base_url}: {_describe(exc)}"
+                ) from None
+            except httpx.TimeoutException as exc:
+                raise ServerUnreachable(
+                    f"llama-server at {self.base_url} did not answer {path} in time "
+                    f"({_describe(exc)})"
+                ) from None
+            except httpx.HTTPError as exc:
+                raise ServerUnreachable(
+                    f"cannot reach llama-server at {self.base_url}: {_describe(exc)}"
+                ) from None
+        raise AssertionError("unreachable")
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

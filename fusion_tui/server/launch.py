@@ -1,0 +1,124 @@
+"""Provides `LaunchSpec`: how the managed llama-server is started, and the argv it becomes.
+
+Always explicit: `-m` (without it the binary starts in router mode), `--host 127.0.0.1` (never
+listen beyond loopback), a `--port` we chose, `-np` (explicit slots, so the KV cache is split per
+slot unless `kv_unified`), `-c` (the total context, split across slots), `--no-ui`.
+
+Logging: the KV size lines (`llama_kv_cache: size = …`, `llama_memory_recurrent: size = …`) are
+libllama INFO messages, which llama-server maps to verbosity 4 (TRACE); its default threshold is 3,
+so we pass `-lv 4`. Measured on this build (SmolLM2, `-np 2`): at `-lv 4` the log gets the model
+loader's listing at start (a few hundred lines, once) and nothing more per token than at the
+default level, because the per-token and per-request server messages are DEBUG (level 5). So the
+log stays proportional to the number of requests, and the daemon rotates it at each launch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
+FLASH_ATTN = ("on", "off", "auto")
+UNQUANTISED = ("f32", "f16", "bf16")
+LOG_VERBOSITY = 4
+"""`-lv 4`: shows the KV allocation lines (see the module docstring)."""
+
+
+class LaunchSpecError(ValueError):
+    """A launch setting that llama-server would refuse; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """Everything that decides how the managed server runs (and what it costs in memory)."""
+
+    model: Path
+    parallel: int = 4
+    ctx: int = 4096
+    """Total context (`-c`), split across the slots unless `kv_unified`."""
+    ubatch: int = 512
+    cache_type_k: str = "f16"
+    cache_type_v: str = "f16"
+    kv_unified: bool = False
+    swa_full: bool = False
+    flash_attn: str = "auto"
+    slot_save_path: Path | None = None
+    threads: int | None = None
+    extra_args: tuple[str, ...] = field(default_factory=tuple)
+
+    def validate(self) -> None:
+        """Raise `LaunchSpecError` for a setting the server would refuse or misread."""
+        if self.parallel < 1:
+            raise LaunchSpecError(f"parallel must be at least 1 slot, got {self.parallel}")
+        if self.ctx < 0:
+            raise LaunchSpecError(f"ctx must be >= 0 (0 = the model's own), got {self.ctx}")
+        if self.ubatch < 1:
+            raise LaunchSpecError(f"ubatch must be >= 1, got {self.ubatch}")
+        if self.threads is not None and self.threads < 1:
+            raise LaunchSpecError(f"threads must be >= 1, got {self.threads}")
+        for name, value in (
+            ("cache_type_k", self.cache_type_k),
+            ("cache_type_v", self.cache_type_v),
+        ):
+            if value not in CACHE_TYPES:
+                raise LaunchSpecError(
+                    f"{name} {value!r} is not a KV cache type llama-server knows "
+                    f"({', '.join(CACHE_TYPES)})"
+                )
+        if self.flash_attn not in FLASH_ATTN:
+            raise LaunchSpecError(f"flash_attn must be on, off or auto, got {self.flash_attn!r}")
+        if self.cache_type_v not in UNQUANTISED and self.flash_attn == "off":
+            raise LaunchSpecError(
+                f"a quantised V cache ({self.cache_type_v}) needs flash attention: use "
+                "flash_attn 'on' or 'auto', or an f16 V cache"
+            )
+
+    @property
+    def effective_flash_attn(self) -> str:
+        """A quantised V cache forces `-fa on` (auto would too, but say it explicitly)."""
+        return "on" if self.cache_type_v not in UNQUANTISED else self.flash_attn
+
+    def argv(self, binary: Path | str, port: int) -> list[str]:
+        """The full command line for llama-server listening on 127.0.0.1:`port`."""
+        self.validate()
+        args = [
+            str(binary),
+            "-m",
+            str(Path(self.model).expanduser().resolve()),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "-np",
+            str(self.parallel),
+            "-c",
+            str(self.ctx),
+            "-ub",
+            str(self.ubatch),
+            "-ctk",
+            self.cache_type_k,
+            "-ctv",
+            self.cache_type_v,
+            "-fa",
+            self.effective_flash_attn,
+            "--no-ui",
+            "-lv",
+            str(LOG_VERBOSITY),
+        ]
+        args.append("--kv-unified" if self.kv_unified else "--no-kv-unified")
+        if self.swa_full:
+            args.append("--swa-full")
+        if self.slot_save_path is not None:
+            args += ["--slot-save-path", str(Path(self.slot_save_path).expanduser().resolve())]
+        if self.threads is not None:
+            args += ["-t", str(self.threads)]
+        args += list(self.extra_args)
+        return args
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["model"] = str(self.model)
+        data["slot_save_path"] = None if self.slot_save_path is None else str(self.slot_save_path)
+        data["extra_args"] = list(self.extra_args)
+        return data

@@ -1,0 +1,151 @@
+"""Provides the throughput probe: one fixed 64-token completion, timed by the server itself.
+
+Run once when the managed server becomes ready (not on adopt), saved next to the pid file and read
+back lazily, so the ready line and the status bar can say "~95 tok/s single stream" without
+measuring again. The number is the server's `timings.predicted_per_second` (decode only, first
+token excluded in this build), so the client's event loop never skews it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from fusion_tui.server.client import LlamaClient
+from fusion_tui.server.errors import ProtocolError
+from fusion_tui.server.records import LaunchRecord, read_json, write_json
+from fusion_tui.server.types import StreamEnd
+
+PROBE_FILE = "probe.json"
+PROBE_PROMPT = (
+    "Write a short story about a lighthouse keeper who finds a message in a bottle. "
+    "Once upon a time,"
+)
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """One throughput measurement and what it was measured on."""
+
+    tok_s: float
+    predicted_n: int
+    predicted_ms: float
+    model: str = ""
+    ctx: int = 0
+    """Per-slot context of the server measured."""
+    slots: int = 0
+    time: float = 0.0
+    """Unix time of the measurement."""
+    pid: int = 0
+    """The managed server's pid (0 when measured on an external server)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Any) -> ProbeResult | None:
+        if not isinstance(data, dict):
+            return None
+        try:
+            result = cls(
+                tok_s=float(data["tok_s"]),
+                predicted_n=int(data.get("predicted_n", 0)),
+                predicted_ms=float(data.get("predicted_ms", 0.0)),
+                model=str(data.get("model", "")),
+                ctx=int(data.get("ctx", 0)),
+                slots=int(data.get("slots", 0)),
+                time=float(data.get("time", 0.0)),
+                pid=int(data.get("pid", 0)),
+            )
+        except (KeyError, TypeError, ValueError):
+            return None
+        return result if math.isfinite(result.tok_s) and result.tok_s > 0 else None
+
+
+async def measure_throughput(client: LlamaClient, n_predict: int = 64) -> ProbeResult:
+    """Generate `n_predict` tokens from a fixed prompt (EOS ignored, no prompt cache) and return
+    the server-side decode rate. Raises `ProtocolError` when the server reports no usable rate."""
+    body = {
+        "prompt": PROBE_PROMPT,
+        "n_predict": n_predict,
+        "ignore_eos": True,
+        "cache_prompt": False,
+        "temperature": 0.0,
+    }
+    end: StreamEnd | None = None
+    async for event in client.stream_completion(body):
+        if isinstance(event, StreamEnd):
+            end = event
+    if end is None:  # pragma: no cover - stream_completion raises first
+        raise ProtocolError("the probe stream had no final event")
+    rate = end.timings.predicted_per_second
+    if not math.isfinite(rate) or rate <= 0:
+        raise ProtocolError(f"the server reported no usable decode rate ({rate!r})")
+    return ProbeResult(
+        tok_s=rate,
+        predicted_n=end.timings.predicted_n,
+        predicted_ms=end.timings.predicted_ms,
+        time=time.time(),
+    )
+
+
+def probe_path(daemon_dir: Path) -> Path:
+    return daemon_dir / PROBE_FILE
+
+
+def save_probe(daemon_dir: Path, result: ProbeResult) -> None:
+    write_json(probe_path(daemon_dir), result.to_json())
+
+
+def load_probe(daemon_dir: Path, record: LaunchRecord | None = None) -> ProbeResult | None:
+    """The saved probe; with `record`, only if it was measured on that very process and model."""
+    result = ProbeResult.from_json(read_json(probe_path(daemon_dir)))
+    if result is None or record is None:
+        return result
+    if result.pid != record.pid or result.model != record.model_path:
+        return None
+    return result
+
+
+def for_record(result: ProbeResult, record: LaunchRecord) -> ProbeResult:
+    """`result` stamped with the server it was measured on."""
+    return replace(
+        result,
+        model=record.model_path,
+        ctx=record.n_ctx_slot,
+        slots=record.parallel,
+        pid=record.pid,
+    )
+
+
+_QUANT_SUFFIX = re.compile(
+    r"[.\-_](?:I?Q\d[\w]*|F16|F32|BF16|FP16|FP32)$",
+    re.IGNORECASE,
+)
+
+
+def model_display_name(model_path: str | Path) -> str:
+    """`…/SmolLM2-135M-Instruct.Q4_1.gguf` → `SmolLM2-135M-Instruct`."""
+    name = Path(model_path).name
+    if name.lower().endswith(".gguf"):
+        name = name[: -len(".gguf")]
+    stripped = _QUANT_SUFFIX.sub("", name)
+    return stripped or name
+
+
+def format_rate(tok_s: float) -> str:
+    return f"{tok_s:.1f}" if tok_s < 10 else f"{tok_s:.0f}"
+
+
+def ready_line(record: LaunchRecord, probe: ProbeResult | None) -> str:
+    """`ready · SmolLM2-135M-Instruct · 4 slots × 4096 ctx · ~95 tok/s single stream`."""
+    ctx = record.n_ctx_slot or (record.ctx // max(record.parallel, 1))
+    slots = f"{record.parallel} slot" + ("" if record.parallel == 1 else "s")
+    parts = ["ready", model_display_name(record.model_path), f"{slots} × {ctx} ctx"]
+    if probe is not None:
+        parts.append(f"~{format_rate(probe.tok_s)} tok/s single stream")
+    return " · ".join(parts)

@@ -1,0 +1,156 @@
+"""Provides the managed daemon's files: the pid file, the pid-stamped launch record, atomic writes.
+
+Layout under `AppPaths.daemon_dir`:
+
+* `llama-server.pid` — the pid of the managed server (plain text).
+* `launch-<pid>.json` — `LaunchRecord`: how that process was started and what it reported.
+* `probe.json` — the throughput probe (see `probe.py`).
+
+Stamping the record with the pid means a record can never be mistaken for another process's, and
+the pid's command line is compared with the recorded argv before we ever signal it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+PID_FILE = "llama-server.pid"
+RECORD_VERSION = 1
+
+
+def write_atomic(path: Path, text: str, mode: int = 0o600) -> None:
+    """Write `text` to `path` via a temporary file and a rename: readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def write_json(path: Path, data: Any) -> None:
+    write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def read_json(path: Path) -> Any | None:
+    """The JSON in `path`, or None when it is missing or unreadable (a stale or torn file)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+@dataclass
+class LaunchRecord:
+    """What we know about one managed llama-server process."""
+
+    pid: int
+    argv: list[str]
+    model_path: str
+    host: str
+    port: int
+    url: str
+    started_at: float
+    """Unix time of the launch."""
+    ctx: int
+    """Total context passed as `-c`."""
+    parallel: int
+    log_path: str
+    n_ctx_slot: int = 0
+    """Per-slot context as the server reports it in /props (0 until it is ready)."""
+    spec: dict[str, Any] = field(default_factory=dict)
+    fit: dict[str, Any] | None = None
+    kv_estimate_bytes: int | None = None
+    kv_allocated_bytes: int | None = None
+    version: int = RECORD_VERSION
+
+    @property
+    def binary(self) -> str:
+        return self.argv[0] if self.argv else ""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Any) -> LaunchRecord | None:
+        """The record in `data`, or None when it is not a usable record."""
+        if not isinstance(data, dict):
+            return None
+        try:
+            return cls(
+                pid=int(data["pid"]),
+                argv=[str(a) for a in data["argv"]],
+                model_path=str(data["model_path"]),
+                host=str(data["host"]),
+                port=int(data["port"]),
+                url=str(data["url"]),
+                started_at=float(data["started_at"]),
+                ctx=int(data["ctx"]),
+                parallel=int(data["parallel"]),
+                log_path=str(data["log_path"]),
+                n_ctx_slot=int(data.get("n_ctx_slot") or 0),
+                spec=dict(data.get("spec") or {}),
+                fit=data.get("fit") if isinstance(data.get("fit"), dict) else None,
+                kv_estimate_bytes=_opt_int(data.get("kv_estimate_bytes")),
+                kv_allocated_bytes=_opt_int(data.get("kv_allocated_bytes")),
+                version=int(data.get("version", RECORD_VERSION)),
+            )
+        except (KeyError, TypeError, ValueError):
+            return None
+
+
+def _opt_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+class DaemonFiles:
+    """Reads and writes the pid file and launch records in one folder."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    @property
+    def pid_file(self) -> Path:
+        return self.folder / PID_FILE
+
+    def record_file(self, pid: int) -> Path:
+        return self.folder / f"launch-{pid}.json"
+
+    def read_pid(self) -> int | None:
+        try:
+            text = self.pid_file.read_text(encoding="utf-8").strip()
+        except OSError:
+            return None
+        return int(text) if text.isdigit() and int(text) > 1 else None
+
+    def read_record(self, pid: int) -> LaunchRecord | None:
+        record = LaunchRecord.from_json(read_json(self.record_file(pid)))
+        return record if record is not None and record.pid == pid else None
+
+    def write(self, record: LaunchRecord) -> None:
+        """Write the record first, then point the pid file at it."""
+        write_json(self.record_file(record.pid), record.to_json())
+        write_atomic(self.pid_file, f"{record.pid}\n")
+
+    def clear(self, pid: int | None) -> None:
+        """Remove the pid file (if it names `pid`, or always when `pid` is None) and the record."""
+        current = self.read_pid()
+        if pid is None or current == pid:
+            with contextlib.suppress(OSError):
+                self.pid_file.unlink()
+        if pid is not None:
+            with contextlib.suppress(OSError):
+                self.record_file(pid).unlink()
