@@ -214,3 +214,30 @@ def write_all(directory: Path, source: Path) -> dict[str, Path]:
     """Write every tiny model into `directory`; returns arch → path."""
     directory.mkdir(parents=True, exist_ok=True)
     return {name: fn(directory / f"tiny-{name}.gguf", source) for name, fn in WRITERS.items()}
+
+
+def _vtype(value: Any) -> gguf.GGUFValueType:
+    if isinstance(value, bool):
+        return gguf.GGUFValueType.BOOL
+    if isinstance(value, int):
+        return gguf.GGUFValueType.UINT32
+    if isinstance(value, float):
+        return gguf.GGUFValueType.FLOAT32
+    if isinstance(value, str):
+        return gguf.GGUFValueType.STRING
+    return gguf.GGUFValueType.ARRAY
+
+
+def write_metadata(path: Path, arch: str, kv: dict[str, Any]) -> Path:
+    """A header-only GGUF (no tensors) with `general.architecture` = `arch` and `kv`.
+
+    Keys starting with "." are prefixed with the architecture name. Ints are written as u32.
+    """
+    w = gguf.GGUFWriter(str(path), arch)
+    for key, value in kv.items():
+        full = arch + key if key.startswith(".") else key
+        w.add_key_value(full, value, _vtype(value))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.close()
+    return path
