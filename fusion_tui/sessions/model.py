@@ -12,7 +12,7 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar, get_args
+from typing import Any, Literal, get_args
 
 SCHEMA_VERSION = 1
 """Version of the on-disk layout written by this code (see `migrations.py`)."""
@@ -39,8 +39,8 @@ class SessionFileError(ValueError):
 def new_session_id(now: float | None = None) -> str:
     """A sortable id: UTC creation time to the millisecond plus 24 random bits."""
     t = time.time() if now is None else now
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(t))
-    millis = int((t - int(t)) * 1000)
+    seconds, millis = divmod(round(t * 1000), 1000)
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(seconds))
     return f"{stamp}-{millis:03d}-{secrets.token_hex(3)}"
 
 
@@ -49,8 +49,6 @@ def is_session_id(text: str) -> bool:
 
 
 # --- strict field readers ------------------------------------------------------------------
-
-T = TypeVar("T")
 
 
 def _type_name(value: Any) -> str:

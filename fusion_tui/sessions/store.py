@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -340,6 +341,19 @@ class SessionStore:
         self._stale.discard(session.id)
         self._known[session.id] = self._signature(path) or (0, 0, 0)
         return path
+
+    def sweep_temp_files(self, older_than_s: float = 3600.0, now: float | None = None) -> int:
+        """Delete temp files left by killed writers (only old ones: another writer may be live)."""
+        if not self.directory.is_dir():
+            return 0
+        limit = (time.time() if now is None else now) - older_than_s
+        removed = 0
+        for tmp in self.directory.glob(f".*{SUFFIX}.*.tmp"):
+            with contextlib.suppress(OSError):
+                if tmp.stat().st_mtime < limit:
+                    tmp.unlink()
+                    removed += 1
+        return removed
 
     def rename(self, session_id: str, title: str) -> Session:
         title = " ".join(title.split())

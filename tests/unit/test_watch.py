@@ -117,7 +117,9 @@ async def test_all_idle_is_a_stall_exactly_at_the_idle_budget() -> None:
 
 
 async def test_stall_lands_on_the_budget_even_when_it_is_not_a_multiple_of_the_interval() -> None:
-    cfg = WatchConfig(poll_interval=15, poll_deadline=3, request_timeout=20, first_token_timeout=600)
+    cfg = WatchConfig(
+        poll_interval=15, poll_deadline=3, request_timeout=20, first_token_timeout=600
+    )
     s = Scenario(lambda t: [idle(0)])
     out = await s.go(first_byte_at=None, cfg=cfg)
     assert isinstance(out, FirstTokenStall)
