@@ -68,12 +68,14 @@ def fit_context(
     min_ctx: int = DEFAULT_MIN_CTX,
     manual_ctx: int | None = None,
     reserve_bytes: int = COMPUTE_RESERVE,
+    max_ctx: int | None = None,
 ) -> FitResult:
     """Fit the context for `cfg` (its `ctx` is ignored); `facts=None` uses the file-size scale."""
     weights = file_size if file_size is not None else (facts.file_size if facts else 0)
     trained = (facts.trained_ctx if facts else 0) or FALLBACK_TRAINED_CTX
     step = _step(cfg)
-    cap = max(step, min(trained, CTX_CAP) // step * step)
+    ceiling = min(CTX_CAP, max_ctx) if max_ctx else CTX_CAP
+    cap = max(step, min(trained, ceiling) // step * step)
     floor = min(max(step, -(-min_ctx // step) * step), cap)
     budget = max(0, memory.available_bytes - weights - reserve_bytes)
 
@@ -81,7 +83,7 @@ def fit_context(
         return _estimate(facts, replace(cfg, ctx=ctx), weights).total_bytes
 
     if cost(cap) <= budget:
-        fitted, limited = cap, ("trained context" if cap < CTX_CAP else "context cap")
+        fitted, limited = cap, ("trained context" if trained <= ceiling else "context cap")
     elif cost(floor) > budget:
         fitted, limited = floor, "minimum context (does not fit)"
     else:

@@ -26,6 +26,8 @@ from fusion_tui.fit.swa import PrefixReuse, SwaMode, decide_swa_full, prefix_reu
 from fusion_tui.gguf.facts import ModelFacts, read_model_facts
 from fusion_tui.gguf.reader import GGUFError
 
+_MODES: tuple[SwaMode, ...] = ("auto", "on", "off")
+
 
 @dataclass(frozen=True)
 class LaunchPlan:
@@ -51,6 +53,15 @@ class LaunchPlan:
     @property
     def fallback(self) -> bool:
         return self.facts is None
+
+    @property
+    def kv_bytes_total(self) -> int:
+        """What the server will allocate: KV cache plus recurrent state."""
+        return self.estimate.total_bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        """Same as `record()`: the launch-record entry."""
+        return self.record()
 
     def server_args(self) -> list[str]:
         """The KV-relevant llama-server flags for this plan."""
@@ -99,17 +110,21 @@ def plan_launch(
     type_k: str = "f16",
     type_v: str = "f16",
     kv_unified: bool = False,
-    swa_full_mode: SwaMode = "auto",
+    swa_full_mode: SwaMode | str = "auto",
     min_ctx: int = DEFAULT_MIN_CTX,
     memory: Memory | None = None,
     *,
+    max_ctx: int | None = None,
+    memory_bytes: int | None = None,
     flash_attn: str = "auto",
     reserve_bytes: int = COMPUTE_RESERVE,
     allow_fallback: bool = True,
 ) -> LaunchPlan:
     """Plan a launch. Raises `KVConfigError` for a configuration the server would refuse, and
-    `GGUFError` for an unreadable header unless `allow_fallback` (then a file-size estimate)."""
+    `GGUFError` for an unreadable header unless `allow_fallback` (then a file-size estimate).
+    `memory_bytes` overrides the measured memory; `max_ctx` lowers the 262,144 ceiling."""
     path = Path(model_path)
+    mode = _mode(swa_full_mode)
     fa_on, refusal = flash_attn_requirement(type_v, flash_attn)
     if refusal:
         raise KVConfigError(refusal)
@@ -122,7 +137,7 @@ def plan_launch(
             raise
         facts, header_error = None, str(exc)
     file_size = facts.file_size if facts else path.stat().st_size
-    mem = memory or available_memory()
+    mem = memory or available_memory(override_bytes=memory_bytes)
     cfg = KVConfig(
         ctx=0, parallel=parallel, unified=kv_unified, ubatch=ubatch, type_k=type_k,
         type_v=type_v, flash_attn=fa_on,
@@ -130,21 +145,21 @@ def plan_launch(
 
     if facts is None:
         fit = fit_context(None, cfg, mem, file_size=file_size, min_ctx=min_ctx, manual_ctx=ctx,
-                          reserve_bytes=reserve_bytes)  # fmt: skip
+                          reserve_bytes=reserve_bytes, max_ctx=max_ctx)  # fmt: skip
         est = fallback_estimate(file_size, replace(cfg, ctx=fit.ctx))
         return LaunchPlan(
             path, fit.ctx, est.n_ctx_seq, parallel, kv_unified, est.n_ubatch, type_k, type_v,
             fa_on, False, "header unreadable: no --swa-full", "none", est, fit, None, header_error,
         )  # fmt: skip
 
-    want_full = swa_full_mode == "on" and decide_swa_full(facts, "on").swa_full
+    want_full = mode == "on" and decide_swa_full(facts, "on").swa_full
     fit = fit_context(facts, replace(cfg, swa_full=want_full), mem, min_ctx=min_ctx,
-                      manual_ctx=ctx, reserve_bytes=reserve_bytes)  # fmt: skip
-    if swa_full_mode == "auto":
+                      manual_ctx=ctx, reserve_bytes=reserve_bytes, max_ctx=max_ctx)  # fmt: skip
+    if mode == "auto":
         full = estimate_kv(facts, replace(cfg, ctx=fit.ctx, swa_full=True)).total_bytes
         verdict = decide_swa_full(facts, "auto", full, fit.kv_budget_bytes)
     else:
-        verdict = decide_swa_full(facts, swa_full_mode)
+        verdict = decide_swa_full(facts, mode)
     est = estimate_kv(facts, replace(cfg, ctx=fit.ctx, swa_full=verdict.swa_full))
     if verdict.swa_full != want_full:
         fit = replace(fit, kv_bytes=est.total_bytes, kv_bytes_per_token=est.bytes_per_token,
@@ -166,3 +181,10 @@ def plan_launch(
         fit=fit,
         facts=facts,
     )
+
+
+def _mode(value: str) -> SwaMode:
+    for mode in _MODES:
+        if value == mode:
+            return mode
+    raise KVConfigError(f"swaFull must be auto, on or off, not {value!r}")

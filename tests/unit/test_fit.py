@@ -172,3 +172,12 @@ def test_plan_launch_fallback_on_unreadable_header(tmp_path: Path) -> None:
     assert plan.fallback and plan.estimate.fallback and plan.header_error
     with pytest.raises(GGUFError):
         plan_launch(bad, allow_fallback=False)
+
+
+def test_plan_launch_overrides(tmp_path: Path) -> None:
+    path = _gemma(tmp_path)
+    p = plan_launch(path, max_ctx=4096, memory_bytes=64 * GIB, swa_full_mode="off")
+    assert p.ctx == 4096 and p.fit.memory_source == "config" and p.fit.limited_by == "context cap"
+    assert p.kv_bytes_total == p.estimate.total_bytes and p.to_dict()["ctx"] == 4096
+    with pytest.raises(KVConfigError, match="swaFull"):
+        plan_launch(path, swa_full_mode="maybe")
