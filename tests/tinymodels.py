@@ -241,3 +241,50 @@ def write_metadata(path: Path, arch: str, kv: dict[str, Any]) -> Path:
     w.write_kv_data_to_file()
     w.close()
     return path
+
+
+# --- launching the real server to read what it allocated (test and bench side) ---------------
+
+LOAD_TIMEOUT_S = 90.0
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def server_kv_args(cfg: Any) -> list[str]:
+    """llama-server flags for a `fusion_tui.fit.kv.KVConfig`."""
+    args = ["-c", str(cfg.ctx), "-np", str(cfg.parallel), "-ub", str(cfg.ubatch)]
+    args += ["-ctk", cfg.type_k, "-ctv", cfg.type_v, "-fa", "on" if cfg.flash_attn else "off"]
+    args.append("--kv-unified" if cfg.unified else "--no-kv-unified")
+    if cfg.swa_full:
+        args.append("--swa-full")
+    return args
+
+
+def launch_and_read_log(binary: Path, model: Path, kv_args: list[str], log_path: Path) -> str:
+    """Start llama-server at `-lv 4` on a free loopback port, wait until the model is loaded
+    (or the process exits), kill it, and return its log."""
+    import subprocess
+    import time
+
+    port = free_port()
+    cmd = [str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-t", "2",
+           "-lv", "4", "--no-ui", *kv_args]  # fmt: skip
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + LOAD_TIMEOUT_S
+            while time.monotonic() < deadline and proc.poll() is None:
+                text = log_path.read_text(errors="replace")
+                if "listening on" in text or "model loaded" in text:
+                    break
+                time.sleep(0.05)
+        finally:
+            proc.kill()
+            proc.wait(timeout=10)
+    return log_path.read_text(errors="replace")

@@ -1,0 +1,55 @@
+"""Estimate vs allocation: the KV table for the configurations of tests/server/test_kv_accuracy.py.
+
+Usage: .venv/bin/python bench/kv_accuracy.py
+Launches the real llama-server (loopback, free port, `-lv 4`, killed once loaded) on the tiny
+random-weight models and SmolLM2, and prints our estimate, the logged allocation, and the error.
+Also prints what a naive "every layer holds the whole context" estimate would say, as a baseline.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from fusion_tui.demo_model import demo_model_path
+from fusion_tui.fit.allocation import MIB, parse_allocation
+from fusion_tui.fit.kv import estimate_kv
+from fusion_tui.gguf.facts import read_model_facts
+from fusion_tui.server.binary import find_llama_server
+from tests.server.test_kv_accuracy import CASES, _id
+from tests.tinymodels import launch_and_read_log, server_kv_args, write_all
+
+
+def main() -> int:
+    binary, demo = find_llama_server(), demo_model_path()
+    if demo is None:
+        print("the demo model is not installed", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        models = {**write_all(root / "tiny", demo), "smollm2": demo}
+        print(f"{'configuration':<48} {'estimate':>12} {'allocated':>12} {'error':>8} {'naive':>9}")
+        worst = 0.0
+        for i, (name, cfg) in enumerate(CASES):
+            facts = read_model_facts(models[name])
+            est = estimate_kv(facts, cfg).total_bytes
+            naive = estimate_kv(facts, replace(cfg, swa_full=True)).kv_bytes
+            log = launch_and_read_log(binary, models[name], server_kv_args(cfg), root / f"{i}.log")
+            alloc = parse_allocation(log)
+            if alloc is None:
+                print(f"{_id((name, cfg)):<48} {est / MIB:>9.2f} MiB   (no size lines)")
+                continue
+            err = (est - alloc.total_bytes) / alloc.total_bytes * 100
+            worst = max(worst, abs(err))
+            got = alloc.total_bytes
+            print(f"{_id((name, cfg)):<48} {est / MIB:>8.2f} MiB {got / MIB:>8.2f} MiB"
+                  f" {err:>+7.3f}% {naive / max(got, 1):>8.2f}x")  # fmt: skip
+        print(f"worst error {worst:.3f}% (log values are rounded to 0.01 MiB per line)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
