@@ -293,8 +293,8 @@ class _Run:
         reply = await self.request(
             "summary", deadline, step_schema((FINISH,)), self.cfg.summary_n_predict
         )
-        if reply.ended == "cancelled":
-            return "cancelled", reply.text
+        if reply.ended == "cancelled":  # the user stopped the summary: the reason still stands
+            return reason, reply.text
         if reply.ended != "ok":  # overran (or failed): end anyway, with what it has
             return "max_steps", reply.text
         self.packer.add_assistant(reply.text, kind="summary")

@@ -1,0 +1,127 @@
+"""Scripted stand-ins for the server client and the slot pool (shared by the agent tests)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from fusion_tui.agent.approval import ApprovalGate, ApprovalRequest, Decision
+from fusion_tui.agent.deadline import ManualClock
+from fusion_tui.agent.loop import AgentDeps
+from fusion_tui.agent.prompt import MachineFacts, TemplateFrame, build_stable_prefix
+from fusion_tui.agent.tools.registry import CORE_TOOLS
+from fusion_tui.agent.tools.workspace import Workspace
+from fusion_tui.server.types import StreamEnd, StreamEvent, TextDelta, Timings
+
+
+@dataclass
+class Say:
+    """One scripted reply: text chunks, optionally hanging (while the clock moves) first or after."""
+
+    text: str = ""
+    chunks: int = 3
+    hang_before: float | None = None
+    hang_after: float | None = None
+    slot: int = 2
+    on_start: Any = None
+
+
+def act(tool: str, **args: Any) -> Say:
+    return Say(json.dumps({"tool": tool, "args": args}))
+
+
+@dataclass
+class Script:
+    clock: ManualClock
+    replies: list[Say]
+    bodies: list[dict[str, Any]] = field(default_factory=list)
+    closed: int = 0
+    slot_text: dict[int, str] = field(default_factory=dict)
+
+    def __call__(self, body: dict[str, Any]) -> AsyncIterator[StreamEvent]:
+        self.bodies.append(body)
+        if not self.replies:
+            raise AssertionError("script ran out of replies")
+        return self._gen(self.replies.pop(0), body)
+
+    async def _gen(self, say: Say, body: dict[str, Any]) -> AsyncIterator[StreamEvent]:
+        try:
+            if say.on_start is not None:
+                say.on_start()
+            if say.hang_before is not None:
+                self.clock.advance(say.hang_before)
+                await anyio.sleep_forever()
+            n = max(1, say.chunks)
+            step = max(1, len(say.text) // n + 1)
+            for i in range(0, len(say.text), step):
+                yield TextDelta(say.text[i : i + step])
+                await anyio.sleep(0)
+            if say.hang_after is not None:
+                self.clock.advance(say.hang_after)
+                await anyio.sleep_forever()
+            slot = body["id_slot"] if body["id_slot"] >= 0 else say.slot
+            prompt = body["prompt"]
+            held = self.slot_text.get(slot, "")
+            common = 0
+            for a, b in zip(held, prompt, strict=False):
+                if a != b:
+                    break
+                common += 1
+            self.slot_text[slot] = prompt + say.text
+            timings = Timings(
+                prompt_n=len(prompt) - common, cache_n=common, predicted_n=len(say.text)
+            )
+            yield StreamEnd(id_slot=slot, timings=timings)
+        finally:
+            self.closed += 1
+
+
+class FakeSlots:
+    def __init__(self, side: int = 3) -> None:
+        self.pins: dict[str, int] = {}
+        self.side = side
+
+    def slot_for(self, session_id: str) -> int:
+        return self.pins.get(session_id, -1)
+
+    def pin(self, session_id: str, slot: int) -> None:
+        self.pins[session_id] = slot
+
+    def side_call_slot(self) -> int:
+        return self.side
+
+
+class Recorder:
+    """An approver that answers from a list and records what it was asked."""
+
+    def __init__(self, *answers: Decision) -> None:
+        self.answers = list(answers)
+        self.asked: list[ApprovalRequest] = []
+
+    async def decide(self, request: ApprovalRequest) -> Decision:
+        self.asked.append(request)
+        return self.answers.pop(0) if self.answers else Decision.DENY
+
+
+def make_deps(
+    root: Path, script: Script, approver: Any = None, events: list[Any] | None = None, **kw: Any
+) -> AgentDeps:
+    facts = MachineFacts("SmolLM2-135M", 4, 2048, 120.0)
+    sink = events.append if events is not None else (lambda e: None)
+    return AgentDeps(
+        completion=script,
+        slots=kw.pop("slots", FakeSlots()),
+        gate=ApprovalGate(approver or Recorder()),
+        workspace=Workspace(root),
+        frame=TemplateFrame.chatml(),
+        stable_prefix=build_stable_prefix(CORE_TOOLS, facts, "a tiny test project"),
+        n_ctx=kw.pop("n_ctx", 100_000),
+        clock=script.clock,
+        on_event=sink,
+        **kw,
+    )

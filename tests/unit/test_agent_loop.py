@@ -1,0 +1,250 @@
+"""The step loop against a scripted server: tools, pins, repair, ceiling, finalization, cancel."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fusion_tui.agent import loop as loop_mod
+from fusion_tui.agent.deadline import CancelToken, ManualClock
+from fusion_tui.agent.events import (
+    RequestDone,
+    StepFailed,
+    TaskOutcome,
+    ToolFinished,
+    ToolStarted,
+)
+from fusion_tui.agent.loop import AgentConfig, run_task
+from fusion_tui.agent.tools import ToolResult
+from tests.unit.test_agent_fakes import FakeSlots, Say, Script, act, make_deps
+
+HOUR = 3600.0
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    (tmp_path / "hello.py").write_text("print('hi')\n")
+    (tmp_path / "src").mkdir()
+    return tmp_path
+
+
+async def test_multi_step_loop_runs_tools_and_pins_the_first_slot(ws: Path) -> None:
+    clock = ManualClock()
+    script = Script(
+        clock,
+        [act("list_dir"), act("read_file", path="hello.py"), act("finish", summary="done: 1 file")],
+    )
+    events: list[Any] = []
+    slots = FakeSlots()
+    res = await run_task(
+        "list the files", session_id="s1", deps=make_deps(ws, script, events=events, slots=slots)
+    )
+    assert res.outcome == "completed"
+    assert res.summary == "done: 1 file"
+    assert res.steps == 3
+    assert [b["id_slot"] for b in script.bodies] == [-1, 2, 2]
+    assert slots.pins == {"s1": 2}
+    assert all(b["cache_prompt"] is True and "json_schema" in b for b in script.bodies)
+    finished = [e for e in events if isinstance(e, ToolFinished)]
+    assert [(e.name, e.ok) for e in finished] == [("list_dir", True), ("read_file", True)]
+    assert "hello.py" in finished[0].result and "print('hi')" in finished[1].result
+    assert isinstance(events[-1], TaskOutcome) and events[-1].outcome == "completed"
+    # the tool results reach the next prompt
+    assert "print('hi')" in script.bodies[2]["prompt"]
+
+
+async def test_consecutive_requests_extend_the_previous_prompt_exactly(ws: Path) -> None:
+    clock = ManualClock()
+    script = Script(
+        clock,
+        [
+            act("list_dir"),
+            Say("not json at all"),  # repair on the same slot
+            act("find", pattern="*.py"),
+            act("grep", pattern="print"),
+            act("finish", summary="ok"),
+        ],
+    )
+    res = await run_task("look around", session_id="s", deps=make_deps(ws, script))
+    assert res.outcome == "completed"
+    prompts = [b["prompt"] for b in script.bodies]
+    for prev, cur in zip(prompts, prompts[1:], strict=False):
+        assert cur.startswith(prev), "a request rewrote bytes of the previous prompt"
+    # the stable prefix (system, tools, machine facts) opens every request
+    assert all("### machine facts\n- model: SmolLM2-135M" in p for p in prompts)
+    # the fake server reused the previous prompt and its output: nothing already held is re-read
+    outputs = ['{"tool": "list_dir", "args": {}}', "not json at all"]
+    for i, out in enumerate(outputs, start=1):
+        assert res.requests[i].cache_n == len(prompts[i - 1]) + len(out)
+
+
+async def test_invalid_step_gets_one_repair_on_the_same_slot(ws: Path) -> None:
+    clock = ManualClock()
+    script = Script(
+        clock,
+        [act("list_dir"), Say('{"tool": "nope", "args": {}}'), act("finish", summary="fixed")],
+    )
+    res = await run_task("t", session_id="s", deps=make_deps(ws, script))
+    assert res.outcome == "completed"
+    assert [r.purpose for r in res.requests] == ["step", "step", "repair"]
+    assert script.bodies[2]["id_slot"] == script.bodies[1]["id_slot"] == 2
+    assert "unknown tool 'nope'" in script.bodies[2]["prompt"]
+
+
+async def test_second_invalid_reply_fails_the_step_and_keeps_the_raw_output(ws: Path) -> None:
+    clock = ManualClock()
+    script = Script(
+        clock, [Say("garbage one"), Say('{"tool": "read_file"'), act("finish", summary="x")]
+    )
+    events: list[Any] = []
+    res = await run_task("t", session_id="s", deps=make_deps(ws, script, events=events))
+    failed = [e for e in events if isinstance(e, StepFailed)]
+    assert len(failed) == 1 and failed[0].raw == '{"tool": "read_file"'
+    assert [m.text for m in res.packer.messages if m.kind == "raw"] == [
+        "garbage one",
+        '{"tool": "read_file"',
+    ]
+    assert res.outcome == "completed" and res.steps == 2
+
+
+async def test_steps_that_keep_failing_end_with_error(ws: Path) -> None:
+    clock = ManualClock()
+    script = Script(clock, [Say("bad")] * 6)
+    res = await run_task(
+        "t", session_id="s", deps=make_deps(ws, script), config=AgentConfig(max_failed_steps=3)
+    )
+    assert res.outcome == "error" and "3 steps" in res.error
+
+
+async def test_ceiling_while_waiting_for_the_first_byte_runs_the_summary_step(ws: Path) -> None:
+    clock = ManualClock()
+    script = Script(
+        clock,
+        [act("list_dir"), Say(hang_before=2 * HOUR), act("finish", summary="partial: listed")],
+    )
+    cancel = CancelToken()
+    res = await run_task("t", session_id="s", deps=make_deps(ws, script), cancel=cancel)
+    assert res.outcome == "time_ceiling"
+    assert res.summary == "partial: listed"
+    summary_req = res.requests[-1]
+    assert summary_req.purpose == "summary" and summary_req.ended == "ok"
+    assert res.requests[1].ended == "time_ceiling"
+    assert script.bodies[-1]["id_slot"] == 2  # same slot
+    assert script.bodies[-1]["json_schema"]["properties"]["tool"] == {"const": "finish"}
+    assert script.closed == 3  # the abandoned stream was closed
+    assert not cancel.cancelled
+
+
+async def test_ceiling_while_streaming(ws: Path) -> None:
+    clock = ManualClock()
+    script = Script(
+        clock, [Say('{"tool": "list_', hang_after=3 * HOUR), act("finish", summary="s")]
+    )
+    res = await run_task("t", session_id="s", deps=make_deps(ws, script))
+    assert res.outcome == "time_ceiling" and res.summary == "s"
+    # the partial output stays in the transcript, so the summary prompt extends the last one
+    assert script.bodies[1]["prompt"].startswith(script.bodies[0]["prompt"] + '{"tool": "list_')
+
+
+async def test_ceiling_while_a_tool_runs_lets_the_tool_finish(
+    ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = ManualClock()
+
+    async def slow_tool(ctx: Any, args: dict[str, Any]) -> ToolResult:
+        clock.advance(2.5 * HOUR)  # the tool outlives the task ceiling
+        return ToolResult(True, "slow result")
+
+    monkeypatch.setitem(loop_mod.RUNNERS, "list_dir", slow_tool)
+    script = Script(clock, [act("list_dir"), act("finish", summary="after tool")])
+    events: list[Any] = []
+    res = await run_task("t", session_id="s", deps=make_deps(ws, script, events=events))
+    tool = next(e for e in events if isinstance(e, ToolFinished))
+    assert tool.ok and tool.result == "slow result"
+    assert res.outcome == "time_ceiling" and res.summary == "after tool"
+    assert "slow result" in script.bodies[-1]["prompt"]
+
+
+async def test_finalization_overrun_ends_with_max_steps_and_what_it_has(ws: Path) -> None:
+    clock = ManualClock()
+    script = Script(
+        clock,
+        [Say(hang_before=3 * HOUR), Say('{"tool": "finish", "args": {"summ', hang_after=600)],
+    )
+    res = await run_task("t", session_id="s", deps=make_deps(ws, script))
+    assert res.outcome == "max_steps"
+    assert res.summary == '{"tool": "finish", "args": {"summ'
+    assert res.requests[-1].purpose == "summary" and res.requests[-1].ended == "deadline"
+
+
+async def test_user_cancel_closes_the_stream(ws: Path) -> None:
+    clock = ManualClock()
+    cancel = CancelToken()
+    script = Script(clock, [Say("{", hang_after=1.0, on_start=None)])
+    script.replies[0].on_start = cancel.cancel
+    res = await run_task("t", session_id="s", deps=make_deps(ws, script), cancel=cancel)
+    assert res.outcome == "cancelled"
+    assert script.closed == 1
+    assert res.requests[-1].ended == "cancelled"
+
+
+async def test_ceiling_and_cancel_together_reads_as_time_ceiling(ws: Path) -> None:
+    clock = ManualClock()
+    cancel = CancelToken()
+
+    def both() -> None:
+        clock.advance(3 * HOUR)  # the ceiling fires ...
+        cancel.cancel()  # ... and the user presses Esc in the same instant
+
+    script = Script(clock, [Say(hang_after=0, on_start=both), act("finish", summary="s")])
+    res = await run_task("t", session_id="s", deps=make_deps(ws, script), cancel=cancel)
+    assert res.outcome == "time_ceiling"
+    assert res.requests[0].ended == "time_ceiling"
+    assert len(script.bodies) == 1  # the user's cancel still skips the summary request
+
+
+async def test_step_limit_runs_the_summary_and_reports_max_steps(ws: Path) -> None:
+    clock = ManualClock()
+    script = Script(clock, [act("list_dir")] * 3 + [act("finish", summary="stopped at limit")])
+    res = await run_task(
+        "t", session_id="s", deps=make_deps(ws, script), config=AgentConfig(max_steps=3)
+    )
+    assert res.outcome == "max_steps" and res.summary == "stopped at limit"
+    assert res.steps == 3
+
+
+async def test_server_error_ends_with_error(ws: Path) -> None:
+    from fusion_tui.server.errors import ServerUnreachable
+
+    clock = ManualClock()
+
+    def broken(body: dict[str, Any]) -> Any:
+        async def gen() -> Any:
+            raise ServerUnreachable("nothing answers at 127.0.0.1:1")
+            yield  # pragma: no cover
+
+        return gen()
+
+    script = Script(clock, [])
+    deps = make_deps(ws, script)
+    deps.completion = broken
+    events: list[Any] = []
+    deps.on_event = events.append
+    res = await run_task("t", session_id="s", deps=deps)
+    assert res.outcome == "error" and "nothing answers" in res.error
+    assert isinstance(events[-2], RequestDone) and events[-2].ended == "error"
+
+
+async def test_tool_events_carry_args_and_duration(ws: Path) -> None:
+    clock = ManualClock()
+    script = Script(clock, [act("read_file", path="missing.txt"), act("finish", summary="")])
+    events: list[Any] = []
+    await run_task("t", session_id="s", deps=make_deps(ws, script, events=events))
+    started = next(e for e in events if isinstance(e, ToolStarted))
+    finished = next(e for e in events if isinstance(e, ToolFinished))
+    assert started.args == {"path": "missing.txt"}
+    assert not finished.ok and "does not exist" in finished.result
+    assert finished.duration_ms >= 0
+    assert "### read_file result (error)" in script.bodies[1]["prompt"]
