@@ -135,8 +135,11 @@ class MainScreen(Screen[None]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "cancel_reply":
-            return self.reply_running or None
+            return self.reply_running
         return True
+
+    def on_worker_state_changed(self) -> None:
+        self.refresh_bindings()
 
 
 def progress_text(event: PromptProgress) -> str:

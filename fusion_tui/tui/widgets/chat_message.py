@@ -28,7 +28,7 @@ class ChatMessage(Vertical):
         text-style: bold;
     }
     ChatMessage.-user > .role { color: $primary; }
-    ChatMessage.-assistant > .role { color: $secondary; }
+    ChatMessage.-assistant > .role { color: $accent; }
     ChatMessage.-notice { padding: 0 1; margin: 0 0 1 0; }
     ChatMessage.-notice > Markdown { color: $text-muted; }
     ChatMessage > Markdown {
