@@ -21,7 +21,7 @@ from fusion_tui.server.types import StreamEnd, StreamEvent, TextDelta, Timings
 
 @dataclass
 class Say:
-    """One scripted reply: text chunks, optionally hanging (while the clock moves) first or after."""
+    """One scripted reply: text chunks, optionally hanging first or after (the clock moves)."""
 
     text: str = ""
     chunks: int = 3

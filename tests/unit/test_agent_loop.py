@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +71,7 @@ async def test_consecutive_requests_extend_the_previous_prompt_exactly(ws: Path)
     res = await run_task("look around", session_id="s", deps=make_deps(ws, script))
     assert res.outcome == "completed"
     prompts = [b["prompt"] for b in script.bodies]
-    for prev, cur in zip(prompts, prompts[1:], strict=False):
+    for prev, cur in itertools.pairwise(prompts):
         assert cur.startswith(prev), "a request rewrote bytes of the previous prompt"
     # the stable prefix (system, tools, machine facts) opens every request
     assert all("### machine facts\n- model: SmolLM2-135M" in p for p in prompts)

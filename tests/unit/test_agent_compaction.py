@@ -1,0 +1,45 @@
+"""Near the context limit the loop compacts deliberately, on the side slot, and says so."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fusion_tui.agent.deadline import ManualClock
+from fusion_tui.agent.events import Compacted
+from fusion_tui.agent.loop import run_task
+from tests.unit.test_agent_fakes import Say, Script, act, make_deps
+
+
+@pytest.mark.parametrize(
+    ("reuse", "note"),
+    [("none", "compaction costs a full re-read"), ("full", "stable prefix stays cached")],
+)
+async def test_compaction_is_a_side_call_and_restarts_on_the_stable_prefix(
+    tmp_path: Path, reuse: str, note: str
+) -> None:
+    (tmp_path / "big.txt").write_text("word " * 400)
+    clock = ManualClock()
+    script = Script(
+        clock,
+        [
+            act("read_file", path="big.txt"),
+            Say("read big.txt, nothing else"),
+            act("finish", summary="done"),
+        ],
+    )
+    events: list[Any] = []
+    deps = make_deps(tmp_path, script, events=events, n_ctx=4000, prefix_reuse=reuse)
+    res = await run_task("summarize big.txt", session_id="s", deps=deps)
+    assert res.outcome == "completed"
+    side = script.bodies[1]
+    assert side["id_slot"] == 3 and side["cache_prompt"] is False and "json_schema" not in side
+    compacted = [e for e in events if isinstance(e, Compacted)]
+    assert len(compacted) == 1 and note in compacted[0].note
+    after = script.bodies[2]["prompt"]
+    assert after.startswith(script.bodies[0]["prompt"].split("summarize big.txt")[0])
+    assert "### summary of the work so far\nread big.txt, nothing else" in after
+    assert "word word" not in after  # the old history is gone from the prompt ...
+    assert "word word" in str(res.archived[0])  # ... but kept for the session
