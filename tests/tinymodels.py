@@ -151,12 +151,17 @@ def write_gemma3(
     return path
 
 
-def write_lfm2(path: Path, source: Path, kv_heads: tuple[int, ...] = (0, 0, 2, 0, 2)) -> Path:
-    """Hybrid: layers with 0 KV heads are short-conv (recurrent) layers."""
+def write_lfm2(
+    path: Path, source: Path, kv_heads: tuple[int, ...] = (0, 0, 2, 0, 2), window: int = 0
+) -> Path:
+    """Hybrid: layers with 0 KV heads are short-conv (recurrent) layers; with a window, every
+    attention layer slides."""
     l_cache = 3
     b = _Builder(path, "lfm2", source, 3)
     _attn_keys(b, len(kv_heads), list(kv_heads))
     b.key("shortconv.l_cache", l_cache, U32)
+    if window:
+        b.key("attention.sliding_window", window, U32)
     b.w.add_vocab_size(b.n_vocab)
     b.t("token_embd.weight", N_EMBD, b.n_vocab)
     b.t("token_embd_norm.weight", N_EMBD, value=1.0)
@@ -202,10 +207,15 @@ def write_mamba2(path: Path, source: Path, n_layer: int = 3) -> Path:
     return path
 
 
+def write_lfm2_swa(path: Path, source: Path) -> Path:
+    return write_lfm2(path, source, window=32)
+
+
 WRITERS: dict[str, Callable[[Path, Path], Path]] = {
     "llama": write_llama,
     "gemma3": write_gemma3,
     "lfm2": write_lfm2,
+    "lfm2swa": write_lfm2_swa,
     "mamba2": write_mamba2,
 }
 
@@ -267,21 +277,22 @@ def server_kv_args(cfg: Any) -> list[str]:
 
 
 def launch_and_read_log(binary: Path, model: Path, kv_args: list[str], log_path: Path) -> str:
-    """Start llama-server at `-lv 4` on a free loopback port, wait until the model is loaded
-    (or the process exits), kill it, and return its log."""
+    """Start llama-server at `-lv 4` on a free loopback port, wait until the context has created
+    its memory (the compute buffers are reserved right after) or the process exits, kill it, and
+    return its log."""
     import subprocess
     import time
 
     port = free_port()
     cmd = [str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-t", "2",
-           "-lv", "4", "--no-ui", *kv_args]  # fmt: skip
+           "-lv", "4", "--no-ui", "--no-warmup", *kv_args]  # fmt: skip
     with log_path.open("wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         try:
             deadline = time.monotonic() + LOAD_TIMEOUT_S
             while time.monotonic() < deadline and proc.poll() is None:
                 text = log_path.read_text(errors="replace")
-                if "listening on" in text or "model loaded" in text:
+                if any(m in text for m in ("compute buffer size", "model loaded", "listening on")):
                     break
                 time.sleep(0.05)
         finally:

@@ -31,6 +31,8 @@ CASES: list[tuple[str, KVConfig]] = [
     ("lfm2", KVConfig(ctx=2048, parallel=1)),
     ("lfm2", KVConfig(ctx=4096, parallel=4, unified=True, type_k=Q8, type_v=Q8)),
     ("lfm2", KVConfig(ctx=4096, parallel=2, ubatch=128)),
+    ("lfm2swa", KVConfig(ctx=4096, parallel=2)),
+    ("lfm2swa", KVConfig(ctx=4096, parallel=2, unified=True, swa_full=True)),
     ("mamba2", KVConfig(ctx=2048, parallel=1)),
     ("mamba2", KVConfig(ctx=2048, parallel=4)),
 ]
