@@ -79,6 +79,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return cli_server.run(args, settings, paths)
         module = _subcommand_module(args.command)
+        if args.command == "sessions":
+            return int(module.run(args, paths=paths))
         return int(module.run(args, settings, paths))
     except ConfigError as exc:
         print(f"fusion-tui: config error: {exc}", file=sys.stderr)

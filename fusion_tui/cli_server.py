@@ -88,8 +88,12 @@ async def status(args: argparse.Namespace, settings: Settings, paths: AppPaths) 
             try:
                 slots = await client.slots()
                 info["slots"] = [
-                    {"id": s.id, "is_processing": s.is_processing, "n_ctx": s.n_ctx,
-                     "n_prompt_tokens": s.n_prompt_tokens}
+                    {
+                        "id": s.id,
+                        "is_processing": s.is_processing,
+                        "n_ctx": s.n_ctx,
+                        "n_prompt_tokens": s.n_prompt_tokens,
+                    }
                     for s in slots
                 ]
                 info["health"] = await client.health()

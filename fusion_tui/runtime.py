@@ -133,7 +133,7 @@ async def connect(
     parallel: int | None = None,
     ctx: int | None = None,
 ) -> Connection:
-    """Reach a ready server; every stage is reported. Raises a `ServerError` that says what to do."""
+    """Reach a ready server, reporting every stage; a `ServerError` says what to do."""
     say = report or (lambda _status: None)
     if settings.server.mode == "external":
         return await _connect_external(settings, say)

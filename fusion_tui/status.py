@@ -29,7 +29,8 @@ class ServerStatus:
             return " · ".join(p for p in (self.state, self.model, self.detail) if p)
         parts = ["ready", self.model, f"{self.slots} slots × {self.n_ctx} ctx"]
         if self.tok_s:
-            parts.append(f"~{self.tok_s:.0f} tok/s single stream")
+            rate = f"{self.tok_s:.1f}" if self.tok_s < 10 else f"{self.tok_s:.0f}"
+            parts.append(f"~{rate} tok/s single stream")
         return " · ".join(p for p in parts if p)
 
 

@@ -5,7 +5,7 @@ The TUI never talks to httpx or the daemon directly; tests hand it a scripted ba
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Protocol
 
 from fusion_tui.chat.events import ReplyEvent
@@ -19,7 +19,7 @@ class Backend(Protocol):
         """Reach a ready server (launching or adopting the managed one); report each stage."""
         ...
 
-    def reply(self, text: str) -> AsyncIterator[ReplyEvent]:
+    def reply(self, text: str) -> AsyncGenerator[ReplyEvent, None]:
         """Send `text` as the session's next user message and stream the answer.
 
         Closing the iterator early (cancel) ends the request; the partial answer is kept.

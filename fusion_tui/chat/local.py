@@ -8,7 +8,7 @@ slot, and the session is saved atomically after every turn, also a cancelled or 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from fusion_tui.chat.backend import StatusCallback
@@ -78,7 +78,9 @@ class LocalBackend:
         return self.conn.status
 
     def history(self) -> list[tuple[str, str]]:
-        return [(m.role, m.content) for m in self.session.messages if m.role in ("user", "assistant")]
+        return [
+            (m.role, m.content) for m in self.session.messages if m.role in ("user", "assistant")
+        ]
 
     async def close(self) -> None:
         """Close the client; stop the daemon this app launched unless told to keep it."""
@@ -99,7 +101,7 @@ class LocalBackend:
         ]
         return out
 
-    async def reply(self, text: str) -> AsyncIterator[ReplyEvent]:
+    async def reply(self, text: str) -> AsyncGenerator[ReplyEvent, None]:
         if self.conn is None or self.gate is None:
             raise ServerError("the server is not connected yet")
         session = self.session

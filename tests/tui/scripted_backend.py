@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 
-from fusion_tui.chat.events import ReplyDone, ReplyEvent, StreamEnd, TextDelta
 from fusion_tui.chat.backend import StatusCallback
+from fusion_tui.chat.events import ReplyDone, ReplyEvent, StreamEnd, TextDelta
 from fusion_tui.server.types import Timings
 from fusion_tui.status import ServerStatus
 
@@ -39,7 +39,7 @@ class ScriptedBackend:
             raise RuntimeError(self.start_error)
         return self.status
 
-    async def reply(self, text: str) -> AsyncIterator[ReplyEvent]:
+    async def reply(self, text: str) -> AsyncGenerator[ReplyEvent, None]:
         self.sent.append(text)
         self._history.append(("user", text))
         fragments = self.replies.pop(0) if self.replies else ["(no script)"]
@@ -50,8 +50,9 @@ class ScriptedBackend:
                     await asyncio.Event().wait()
                 answer += fragment
                 yield TextDelta(fragment)
-            timings = Timings(prompt_n=12, cache_n=30, predicted_n=len(fragments),
-                              predicted_per_second=88.0)
+            timings = Timings(
+                prompt_n=12, cache_n=30, predicted_n=len(fragments), predicted_per_second=88.0
+            )
             yield StreamEnd(id_slot=2, timings=timings)
             yield ReplyDone("completed", note="slot 2 · 30 of 42 prompt tokens cached")
         finally:

@@ -6,7 +6,6 @@ from fusion_tui.config import Settings
 from fusion_tui.tui.app import build_app
 from fusion_tui.tui.widgets.chat_message import ChatMessage
 from fusion_tui.tui.widgets.status_line import StatusLine
-
 from tests.tui.scripted_backend import ScriptedBackend
 
 

@@ -77,7 +77,9 @@ class MainScreen(Screen[None]):
             status = await self.backend.start(self.report_status)
         except Exception as exc:  # every failure becomes a message the user can act on
             self.report_status(ServerStatus(state="error", detail=str(exc).splitlines()[0]))
-            await self.chat.add_message("notice", f"**The server did not start.**\n\n```\n{exc}\n```")
+            await self.chat.add_message(
+                "notice", f"**The server did not start.**\n\n```\n{exc}\n```"
+            )
             self.app.notify(str(exc).splitlines()[0], title="Server", severity="error")
             return
         self.report_status(status)
@@ -145,4 +147,6 @@ class MainScreen(Screen[None]):
 def progress_text(event: PromptProgress) -> str:
     total = max(event.total, 1)
     share = (event.processed) / total
-    return f"reading prompt {event.processed:,}/{event.total:,} ({share:.0%}, {event.cache:,} cached)"
+    return (
+        f"reading prompt {event.processed:,}/{event.total:,} ({share:.0%}, {event.cache:,} cached)"
+    )
