@@ -16,6 +16,7 @@ from fusion_tui.gguf.reader import (
     MATERIALISE_LIMIT,
     MAX_DEPTH,
     GGUFError,
+    GGUFHeader,
     SkippedArray,
     read_header,
     read_header_stream,
@@ -33,7 +34,7 @@ class SpyStream(io.BytesIO):
         self.total = 0
         self.largest = 0
 
-    def read(self, n: int | None = -1) -> bytes:  # type: ignore[override]
+    def read(self, n: int | None = -1) -> bytes:
         assert n is not None and n >= 0, "the reader must always bound its reads"
         self.largest = max(self.largest, n)
         out = super().read(n)
@@ -41,7 +42,7 @@ class SpyStream(io.BytesIO):
         return out
 
 
-def parse(data: bytes, budget: int = 8 * 1024 * 1024) -> tuple[object, SpyStream]:
+def parse(data: bytes, budget: int = 8 * 1024 * 1024) -> tuple[GGUFHeader | GGUFError, SpyStream]:
     spy = SpyStream(data)
     try:
         return read_header_stream(spy, len(data), budget), spy
@@ -100,7 +101,7 @@ def test_every_value_type_round_trips(tmp_path: Path) -> None:
 def test_version_2_is_read() -> None:
     h, _ = parse(raw_header([kv_u32("a.b", 7)], version=2))
     assert not isinstance(h, GGUFError)
-    assert h.version == 2 and h.kv == {"a.b": 7}  # type: ignore[union-attr]
+    assert h.version == 2 and h.kv == {"a.b": 7}
 
 
 def test_large_arrays_are_skipped_with_their_length(tmp_path: Path) -> None:
@@ -145,7 +146,7 @@ def _small_header() -> bytes:
 def test_small_header_parses() -> None:
     h, _ = parse(_small_header())
     assert not isinstance(h, GGUFError)
-    assert h.kv == {"x.y": 1, "name": "z", "arr": ["ab", "c"], "n": [[1, 2]]}  # type: ignore[union-attr]
+    assert h.kv == {"x.y": 1, "name": "z", "arr": ["ab", "c"], "n": [[1, 2]]}
 
 
 def test_truncation_at_every_offset_is_a_gguf_error() -> None:
@@ -237,7 +238,7 @@ def test_missing_file_and_directory(tmp_path: Path) -> None:
 def test_random_bytes_never_escape_as_other_errors(tail: bytes, cut: int) -> None:
     for data in (b"GGUF" + tail, _small_header()[:cut] + tail):
         result, spy = parse(data, budget=4096)
-        assert isinstance(result, GGUFError) or result.metadata_end <= len(data)  # type: ignore[union-attr]
+        assert isinstance(result, GGUFError) or result.metadata_end <= len(data)
         assert spy.total <= 4096
 
 
@@ -247,5 +248,5 @@ def test_single_byte_mutations(pos: int, value: int) -> None:
     data = bytearray(_small_header())
     data[pos % len(data)] = value
     result, spy = parse(bytes(data), budget=1024)
-    assert isinstance(result, GGUFError) or result.kv is not None  # type: ignore[union-attr]
+    assert isinstance(result, GGUFError) or result.kv is not None
     assert spy.total <= 1024

@@ -24,7 +24,7 @@ MIB = 1024 * 1024
 def make(n_layer: int = 32, kv: int = 8, dim: int = 128, swa: tuple[bool, ...] = (),
          n_swa: int = 0, **kw: object) -> ModelFacts:  # fmt: skip
     swa_layers = swa or (False,) * n_layer
-    base = dict(
+    base: dict[str, object] = dict(
         architecture="test", name=None, file_size=4 * 2**30, file_type=None, quantization=None,
         trained_ctx=131072, n_layer=n_layer, n_layer_all=n_layer, n_embd=4096,
         n_head=(32,) * n_layer, n_head_kv=(kv,) * n_layer, head_dim_k=dim, head_dim_v=dim,
