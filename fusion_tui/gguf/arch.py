@@ -20,21 +20,19 @@ HYBRID_ARCHS = frozenset(
 
 # How a hybrid marks its recurrent layers.
 RecurrentRule = Literal["kv_zero", "kv_and_ff_zero", "interval", "all_both"]
+_KV_ZERO = (
+    "jamba",
+    "plamo2",
+    "granitehybrid",
+    "lfm2",
+    "lfm2moe",
+    "kimi-linear",
+    "kimi-k3",
+    "glm5-next",
+    "bailingmoe3",
+)
 HYBRID_RECURRENT_RULE: dict[str, RecurrentRule] = {
-    **{
-        a: "kv_zero"
-        for a in (
-            "jamba",
-            "plamo2",
-            "granitehybrid",
-            "lfm2",
-            "lfm2moe",
-            "kimi-linear",
-            "kimi-k3",
-            "glm5-next",
-            "bailingmoe3",
-        )
-    },  # fmt: skip
+    **{a: "kv_zero" for a in _KV_ZERO},
     "nemotron_h": "kv_and_ff_zero",
     "nemotron_h_moe": "kv_and_ff_zero",
     **{a: "interval" for a in ("qwen3next", "qwen35", "qwen35moe", "qwen4exp", "minimax-01")},

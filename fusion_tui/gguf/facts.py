@@ -104,9 +104,10 @@ def _per_layer(kv: dict[str, MetaValue], key: str, n: int, default: int) -> list
     if v is None:
         return [default] * n
     if isinstance(v, list):
-        if len(v) != n or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+        ints = [x for x in v if isinstance(x, int) and not isinstance(x, bool)]
+        if len(v) != n or len(ints) != n:
             raise GGUFError(f"metadata {key} has {len(v)} entries, expected {n} integers")
-        return [int(x) for x in v]  # type: ignore[call-overload]
+        return ints
     return [_u(kv, key) or 0] * n
 
 

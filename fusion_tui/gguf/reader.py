@@ -1,4 +1,4 @@
-"""Provides `read_header`: the GGUF header and metadata key/value section, read within a byte budget.
+"""Provides `read_header`: a GGUF header and metadata key/value section, within a byte budget.
 
 Pure Python (struct) so the app never needs the `gguf` package at run time. Tensor data is never
 read. Every length and count is checked against what is left of the file and of the budget before
