@@ -103,7 +103,7 @@ def fit_context(
         per_slot_ctx=est.n_ctx_seq,
         manual=bool(manual_ctx),
         fits=est.total_bytes <= budget,
-        limited_by="manual context" if manual_ctx else limited,
+        limited_by=limited,
         trained_ctx=trained,
         cap_ctx=cap,
         min_ctx=min_ctx,

@@ -50,7 +50,7 @@ def test_fit_floor_and_manual() -> None:
     r = fit_context(make(), KVConfig(ctx=0), mem_for(10 * MIB), min_ctx=4096)
     assert r.fitted_ctx == 4096 and not r.fits and "minimum" in r.limited_by
     m = fit_context(make(), KVConfig(ctx=0), mem_for(1000 * MIB), manual_ctx=2000)
-    assert m.ctx == 2000 and m.manual and m.fitted_ctx == 7936 and m.limited_by == "manual context"
+    assert m.ctx == 2000 and m.manual and m.fitted_ctx == 7936 and m.limited_by == "memory"
 
 
 def test_fit_per_slot() -> None:
