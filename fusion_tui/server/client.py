@@ -325,6 +325,19 @@ class LlamaClient:
                 ) from None
         raise AssertionError("unreachable")
 
+    # --- templates (added for the agent's template-frame probe) ----------------------------------
+
+    async def apply_template(self, messages: list[dict[str, Any]]) -> str:
+        """`POST /apply-template`: the server renders `messages` with the model's chat template
+        (generation prompt included) and answers `{"prompt": ...}`; nothing is generated."""
+        data = await self._request_json(
+            "POST", "/apply-template", json_body={"messages": messages}, timeout=self.timeout
+        )
+        prompt = data.get("prompt") if isinstance(data, dict) else None
+        if not isinstance(prompt, str):
+            raise ProtocolError("/apply-template did not answer a prompt string")
+        return prompt
+
 
 def _describe(exc: BaseException) -> str:
     text = str(exc).strip()
