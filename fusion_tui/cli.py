@@ -81,6 +81,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         module = _subcommand_module(args.command)
         if args.command == "sessions":
             return int(module.run(args, paths=paths))
+        if args.command == "inspect":
+            return int(module.run(args))
         return int(module.run(args, settings, paths))
     except ConfigError as exc:
         print(f"fusion-tui: config error: {exc}", file=sys.stderr)

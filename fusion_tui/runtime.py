@@ -99,6 +99,7 @@ def plan_spec(
             min_ctx=managed.min_ctx,
             max_ctx=managed.max_ctx,
             memory_bytes=managed.memory_bytes,
+            flash_attn=managed.flash_attn,
         )
         total_ctx, swa_full = plan.ctx, plan.swa_full
         fit, estimate = plan.to_dict(), plan.kv_bytes_total
