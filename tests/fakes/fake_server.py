@@ -12,6 +12,7 @@ while loading, `/slots` switched off or hanging. Wire formats follow the referen
 Endpoints: `GET /health`, `GET /props`, `GET /slots` (`?fail_on_no_slot=1`), `POST /completion`
 (alias `/completions`; `stream`, `return_progress`, `id_slot`, `cache_prompt`; prompt is a
 string or a token list; tokens are characters), `POST /tokenize` (`{"content"}`), `POST
+/apply-template` (ChatML), `POST
 /slots/{id}?action=save|restore|erase` (kept in memory). Anything else: 404.
 
 Knobs (plain attributes, set them from the test thread at any time):
@@ -77,6 +78,12 @@ class RecordedRequest:
     body: Any
     slot: int | None = None
     """Slot that served a completion (None when it never got one)."""
+
+
+def chatml(messages: list[dict[str, Any]]) -> str:
+    """`/apply-template`: the messages in ChatML, with the generation prompt (SmolLM2's shape)."""
+    turns = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
+    return turns + "<|im_start|>assistant\n"
 
 
 class _Disconnected(Exception):
@@ -259,6 +266,8 @@ class FakeLlamaServer:
             await self._send_json(writer, *self._slot_action(path, query, body))
         elif method == "POST" and path == "/tokenize" and isinstance(body, dict):
             await self._send_json(writer, 200, {"tokens": tokenize(str(body.get("content", "")))})
+        elif method == "POST" and path == "/apply-template" and isinstance(body, dict):
+            await self._send_json(writer, 200, {"prompt": chatml(body.get("messages", []))})
         elif method == "POST" and path in ("/completion", "/completions"):
             await self._completion(record, body if isinstance(body, dict) else {}, reader, writer)
             return False

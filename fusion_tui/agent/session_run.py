@@ -1,0 +1,436 @@
+"""Runs one agent task for a stored session: the glue between the loop, the server and the store.
+
+Why a separate layer: `loop.run_task` knows nothing about daemons, pins or files. Here
+- `AgentHost` holds what is fixed for one daemon: the connection, the slot pins, the per-slot gate
+  (one request of ours in flight per slot), the template frame (probed once per daemon and cached:
+  `/apply-template` on sentinel messages) and the byte-stable prefix with its machine facts;
+- `SessionRunner` runs a session's turns: the user's words are saved *before* the task starts,
+  and whatever happens (completed, cancelled from outside, a crash) the turn is saved after it:
+  tool calls and results, request telemetry, the outcome, and the packer's transcript.
+
+The packer's transcript lives beside the session file, in `<sessions>/agent/<id>.json`, because
+the session schema has no field for it; a resumed session rebuilds its packer from it with the
+current frame and prefix, so on the same daemon the prompt is byte-identical to the last one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fusion_tui.agent.approval import ApprovalGate, Approver
+from fusion_tui.agent.deadline import CancelToken, Clock, MonotonicClock
+from fusion_tui.agent.delegate import DelegatePolicy
+from fusion_tui.agent.events import (
+    AgentEvent,
+    EventSink,
+    Outcome,
+    RequestDone,
+    StepFailed,
+    ToolFinished,
+    WorkerEvent,
+)
+from fusion_tui.agent.loop import AgentConfig, AgentDeps, TaskResult, run_task, tools_for
+from fusion_tui.agent.prompt import (
+    MachineFacts,
+    Message,
+    PrefixReuse,
+    PromptPacker,
+    TemplateFrame,
+    action_text,
+    build_stable_prefix,
+)
+from fusion_tui.agent.request import CompletionFn
+from fusion_tui.agent.tools.registry import CORE_TOOLS
+from fusion_tui.agent.tools.workspace import Workspace
+from fusion_tui.runtime import Connection
+from fusion_tui.server.probe import model_display_name
+from fusion_tui.server.types import StreamEvent
+from fusion_tui.sessions import model as sm
+from fusion_tui.sessions.model import SessionFileError
+from fusion_tui.sessions.store import SessionStore, SessionStoreError, atomic_write
+from fusion_tui.slots.gate import OnWait, SlotGate, slots_busy_probe
+from fusion_tui.slots.pins import SlotPool
+
+StreamFn = Callable[..., AsyncIterator[StreamEvent]]
+
+_FRAMES: dict[tuple[str, str, str], TemplateFrame] = {}
+"""Template frames by daemon (url, model, launch); a frame is fixed for a daemon's lifetime."""
+
+
+def daemon_key(conn: Connection) -> tuple[str, str, str]:
+    return (conn.client.base_url, conn.props.model_path, conn.launch_id or conn.props.build_info)
+
+
+async def template_frame(
+    conn: Connection, cache: dict[tuple[str, str, str], TemplateFrame] | None = None
+) -> TemplateFrame:
+    """The model's template frame, probed once per daemon (`TemplateProbeError` if unusable)."""
+    frames = _FRAMES if cache is None else cache
+    key = daemon_key(conn)
+    frame = frames.get(key)
+    if frame is None:
+        frame = frames[key] = await TemplateFrame.probe(conn.client.apply_template)
+    return frame
+
+
+def machine_facts(conn: Connection) -> MachineFacts:
+    """Props, the launch probe's tok/s and the fit's prefix-reuse class ("full" when unknown)."""
+    props = conn.props
+    reuse: PrefixReuse = "full"
+    fit = conn.record.fit if conn.record is not None else None
+    if isinstance(fit, dict) and fit.get("prefix_reuse") in ("full", "checkpoint", "none"):
+        reuse = fit["prefix_reuse"]
+    name = model_display_name(props.model_path) if props.model_path else props.model_alias
+    return MachineFacts(
+        model=name or "unknown",
+        slots=props.total_slots,
+        ctx_per_worker=props.n_ctx,
+        tok_per_s=conn.probe.tok_s if conn.probe is not None else None,
+        prefix_reuse=reuse,
+    )
+
+
+def gated_completion(
+    stream: StreamFn, gate: SlotGate, on_wait: OnWait | None = None
+) -> CompletionFn:
+    """`stream(body)` under the slot gate: at most one request of ours per slot at a time."""
+
+    async def completion(body: dict[str, Any]) -> AsyncIterator[StreamEvent]:
+        async with gate.hold(int(body.get("id_slot", -1)), on_wait) as lease:
+            events = stream({**body, "id_slot": lease.slot})
+            try:
+                async for event in events:
+                    yield event
+            finally:
+                aclose = getattr(events, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+
+    return completion
+
+
+@dataclass
+class AgentHost:
+    """What every session's runs share on one daemon."""
+
+    conn: Connection
+    pool: SlotPool
+    gate: SlotGate
+    frame: TemplateFrame
+    machine: MachineFacts
+    stable_prefix: str
+    delegate: DelegatePolicy | None = None
+    idle_timeout: float | None = None
+    on_wait: OnWait | None = None
+
+    @classmethod
+    async def open(
+        cls,
+        conn: Connection,
+        *,
+        pool: SlotPool | None = None,
+        gate: SlotGate | None = None,
+        frame: TemplateFrame | None = None,
+        idle_timeout: float | None = None,
+        configured_workers: int | None = None,
+        project_facts: str = "",
+    ) -> AgentHost:
+        props = conn.props
+        if pool is None:
+            pool = SlotPool()
+        pool.update(props.total_slots, props.model_path, conn.launch_id)
+        if gate is None:
+            gate = SlotGate(
+                lambda: pool.total_slots, busy_probe=slots_busy_probe(conn.client.slots)
+            )
+        if frame is None:
+            frame = await template_frame(conn)
+        machine = machine_facts(conn)
+        delegate = None
+        if props.total_slots > 1:
+            delegate = DelegatePolicy(
+                total_slots=props.total_slots,
+                slot_affine=conn.record is not None,
+                configured_workers=configured_workers,
+            )
+        tools = tools_for(CORE_TOOLS, delegate is not None)
+        prefix = build_stable_prefix(tools, machine, project_facts)
+        return cls(conn, pool, gate, frame, machine, prefix, delegate, idle_timeout)
+
+    def completion(self) -> CompletionFn:
+        client, idle = self.conn.client, self.idle_timeout
+
+        def stream(body: dict[str, Any]) -> AsyncIterator[StreamEvent]:
+            return client.stream_completion(body, idle_timeout=idle)
+
+        return gated_completion(stream, self.gate, self.on_wait)
+
+    @property
+    def identity(self) -> sm.ServerIdentity:
+        props = self.conn.props
+        return sm.ServerIdentity(props.model_path, self.conn.launch_id, props.total_slots)
+
+    @property
+    def prefix_hash(self) -> str:
+        return hashlib.sha256(self.stable_prefix.encode()).hexdigest()[:16]
+
+
+def agent_config(settings: Any, **overrides: Any) -> AgentConfig:
+    """An `AgentConfig` from `Settings` (agent.maxSteps, agent.task.*, llm.*), then overrides."""
+    values: dict[str, Any] = {
+        "max_steps": settings.agent.max_steps,
+        "max_duration_ms": settings.agent.task.max_duration_ms,
+        "finalization_ms": settings.agent.task.finalization_ms,
+        "n_predict": settings.llm.max_tokens,
+        "sampling": {"temperature": settings.llm.temperature},
+    }
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return AgentConfig(**values)
+
+
+# --- the packer beside the session --------------------------------------------------------------
+
+
+def packer_path(store: SessionStore, session_id: str) -> Path:
+    return store.path_for(session_id).parent / "agent" / f"{session_id}.json"
+
+
+def load_transcript(store: SessionStore, session_id: str) -> dict[str, Any] | None:
+    """The stored packer state, None when there is none; a damaged file is a `SessionFileError`."""
+    path = packer_path(store, session_id)
+    try:
+        data = json.loads(path.read_text("utf-8"))
+        msgs = [_message(m) for m in data["messages"]]
+        PromptPacker(TemplateFrame.chatml(), "", list(msgs))  # alternation is checked here
+        archived = data.get("archived", [])
+        if not isinstance(archived, list):
+            raise ValueError("'archived' is not a list")
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise SessionFileError(
+            f"the agent transcript is damaged ({exc}); move it away to start the transcript afresh",
+            path=str(path),
+        ) from exc
+    return {"messages": msgs, "archived": archived}
+
+
+def _message(raw: Any) -> Message:
+    role = raw["role"]
+    if role not in ("user", "assistant"):
+        raise ValueError(f"a message role is {role!r}, not user or assistant")
+    return Message(role, str(raw["text"]), str(raw.get("kind", "")))
+
+
+def save_transcript(
+    store: SessionStore, session_id: str, packer: PromptPacker, archived: list[dict[str, Any]]
+) -> None:
+    path = packer_path(store, session_id)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    data = {**packer.to_dict(), "archived": archived}
+    atomic_write(path, json.dumps(data, ensure_ascii=False, indent=1).encode("utf-8"))
+
+
+def resume_packer(host: AgentHost, messages: list[Message]) -> PromptPacker:
+    """The session's transcript on this daemon's frame and prefix, ready for a new task."""
+    packer = PromptPacker(host.frame, host.stable_prefix, list(messages))
+    if packer.awaiting_reply:  # the last task stopped before the model answered
+        note = action_text("finish", {"summary": "(interrupted before this step was answered)"})
+        packer.add_assistant(note, kind="interrupted")
+    return packer
+
+
+# --- running a turn ---------------------------------------------------------------------------
+
+
+@dataclass
+class TurnReport:
+    """What one task did to the session (the session itself is already saved)."""
+
+    outcome: Outcome
+    session: sm.Session
+    result: TaskResult | None = None
+    error: str = ""
+    save_error: str | None = None
+    tools: list[ToolFinished] = field(default_factory=list)
+
+
+class SessionRunner:
+    """Runs a session's agent turns on a host; approvals granted "always" last for the runner."""
+
+    def __init__(
+        self,
+        host: AgentHost,
+        store: SessionStore,
+        session: sm.Session,
+        *,
+        workspace: Workspace,
+        approver: Approver,
+        config: AgentConfig | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.host = host
+        self.store = store
+        self.session = session
+        self.workspace = workspace
+        self.gate = ApprovalGate(approver)
+        self.config = config or AgentConfig()
+        self.clock = clock or MonotonicClock()
+        stored = load_transcript(store, session.id)
+        self._messages: list[Message] = stored["messages"] if stored else []
+        self._archived: list[dict[str, Any]] = stored["archived"] if stored else []
+        server, slot = session.server, session.pinned_slot
+        if server is not None and slot is not None and server.same_server(host.identity):
+            host.pool.pin(session.id, slot)  # warm resume on its own slot
+
+    def _save(self) -> str | None:
+        try:
+            self.store.save(self.session)
+        except SessionStoreError as exc:
+            return str(exc)
+        return None
+
+    async def run(
+        self,
+        task: str,
+        *,
+        on_event: EventSink | None = None,
+        cancel: CancelToken | None = None,
+    ) -> TurnReport:
+        """Run `task` to an outcome and save the turn; a failure is reported, never raised
+        (only an outer cancellation propagates, after the turn is saved as `cancelled`)."""
+        session = self.session
+        session.messages.append(sm.Message(role="user", content=task))
+        if not session.title:
+            session.title = " ".join(task.split())[:60]
+        session.workspace = str(self.workspace.root)
+        session.touch()
+        early_save = self._save()  # the user's words reach the disk before anything can fail
+        tools: list[ToolFinished] = []
+        packer = resume_packer(self.host, self._messages)
+        sink = on_event or (lambda _e: None)
+
+        def record(event: AgentEvent) -> None:
+            inner = event.event if isinstance(event, WorkerEvent) else event
+            if isinstance(inner, RequestDone):
+                session.requests.append(_request_record(inner))
+            elif isinstance(event, ToolFinished):
+                tools.append(event)
+                session.messages.append(_tool_message(event))
+            elif isinstance(event, StepFailed):
+                session.messages.append(
+                    sm.Message(
+                        role="assistant",
+                        content=event.raw,
+                        partial=True,
+                        partial_reason=f"invalid step: {event.error}",
+                    )
+                )
+            sink(event)
+
+        deps = AgentDeps(
+            completion=self.host.completion(),
+            slots=self.host.pool,
+            gate=self.gate,
+            workspace=self.workspace,
+            frame=self.host.frame,
+            stable_prefix=self.host.stable_prefix,
+            n_ctx=self.host.conn.props.n_ctx,
+            prefix_reuse=self.host.machine.prefix_reuse,
+            clock=self.clock,
+            on_event=record,
+            delegate=self.host.delegate,
+        )
+        result: TaskResult | None = None
+        outcome: Outcome = "cancelled"
+        error = ""
+        try:
+            result = await run_task(
+                task, session_id=session.id, deps=deps, config=self.config, cancel=cancel,
+                resume=packer,
+            )  # fmt: skip
+            outcome, error = result.outcome, result.error
+        except Exception as exc:  # a bug or an unexpected failure: the turn is still saved
+            outcome, error = "error", f"{type(exc).__name__}: {exc}"
+        finally:
+            save_error = self._finish(result, packer, outcome, error)
+        return TurnReport(outcome, session, result, error, save_error or early_save, tools)
+
+    def _finish(
+        self, result: TaskResult | None, packer: PromptPacker, outcome: Outcome, error: str
+    ) -> str | None:
+        session = self.session
+        final = result.packer if result is not None else packer
+        if result is not None:
+            self._archived += result.archived
+        self._messages = list(final.messages)
+        summary = result.summary if result is not None else ""
+        partial = outcome != "completed"
+        if summary or partial:
+            session.messages.append(
+                sm.Message(
+                    role="assistant",
+                    content=summary,
+                    partial=partial,
+                    partial_reason=outcome if partial else None,
+                )
+            )
+        slot = self.host.pool.pins.get(session.id)
+        if slot is not None:
+            session.pinned_slot = slot
+            session.server = self.host.identity
+        session.prefix_hash = self.host.prefix_hash
+        steps = result.steps if result is not None else 0
+        detail = error or f"{steps} step(s)"
+        session.turns.append(sm.TurnRecord(outcome, time.time(), detail))
+        session.touch()
+        problems = []
+        try:
+            save_transcript(self.store, session.id, final, self._archived)
+        except OSError as exc:
+            problems.append(f"could not save the agent transcript: {exc}")
+        err = self._save()
+        if err:
+            problems.append(err)
+        return "; ".join(problems) or None
+
+
+def _request_record(event: RequestDone) -> sm.RequestRecord:
+    ttft = event.ttft_ms if event.ttft_ms is not None else event.duration_ms
+    return sm.RequestRecord(
+        id_slot=event.id_slot,
+        prompt_n=event.prompt_n,
+        cache_n=event.cache_n,
+        ttft_ms=round(ttft, 1),
+        predicted_per_second=round(event.predicted_per_second, 2),
+        time=time.time(),
+        side_call=event.purpose == "compaction",
+    )
+
+
+def _tool_message(event: ToolFinished) -> sm.Message:
+    status = "ok" if event.ok else "error"
+    return sm.Message(
+        role="tool",
+        content=f"{event.name} ({status}, {event.duration_ms:.0f} ms)",
+        tool_name=event.name,
+        tool_arguments=dict(event.args),
+        tool_result=event.result,
+    )
+
+
+def open_session(
+    store: SessionStore, session_id: str | None, workspace: str | None = None
+) -> sm.Session:
+    """The stored session (`SessionNotFound`, `SessionFileError`), or a new one."""
+    if session_id is None:
+        return sm.Session.new(workspace=workspace)
+    session = store.load(session_id)
+    load_transcript(store, session_id)  # a damaged transcript is said now, not mid-run
+    return session
