@@ -1,0 +1,166 @@
+"""`fusion-tui run` through `cli.main`, against the fake llama-server (external mode)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fusion_tui import cli
+from fusion_tui.paths import AppPaths
+from fusion_tui.sessions.model import Session
+from fusion_tui.sessions.store import SessionStore
+from tests.fakes.fake_server import FakeLlamaServer, Reply
+
+
+def act(tool: str, **args: Any) -> Reply:
+    return Reply(text=[json.dumps({"tool": tool, "args": args})], prompt_seconds=0.01)
+
+
+@pytest.fixture
+def srv(app_home: AppPaths, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeLlamaServer]:
+    with FakeLlamaServer(total_slots=2, n_ctx=8192) as server:
+        monkeypatch.setenv("FUSION_TUI_SERVER__MODE", "external")
+        monkeypatch.setenv("FUSION_TUI_SERVER__URL", server.url)
+        yield server
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "notes.md").write_text("# notes\n")
+    return root
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = cli.main(["run", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def lines(out: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def test_json_lines_for_requests_tools_progress_and_the_outcome_last(
+    srv: FakeLlamaServer, ws: Path, app_home: AppPaths, capsys: pytest.CaptureFixture[str]
+) -> None:
+    srv.script(act("list_dir"), act("finish", summary="one file: notes.md"))
+    code, out, _ = run(capsys, "list the files", "--workspace", str(ws), "--json")
+    assert code == 0
+    events = lines(out)
+    kinds = [e["event"] for e in events]
+    assert kinds[-1] == "outcome" and kinds.count("outcome") == 1
+    assert [e["event"] for e in events if e["event"] in ("request", "tool")] == [
+        "request", "tool", "request",
+    ]  # fmt: skip
+    requests = [e for e in events if e["event"] == "request"]
+    for r in requests:
+        assert {"id_slot", "prompt_n", "cache_n", "ttft_ms", "predicted_per_second"} <= set(r)
+    assert requests[1]["id_slot"] == requests[0]["id_slot"] >= 0
+    assert requests[1]["cache_n"] > 0  # the second step rides the first one's cache
+    tool = next(e for e in events if e["event"] == "tool")
+    assert tool == {"event": "tool", "name": "list_dir", "ok": True}
+    progress = [e for e in events if e["event"] == "prompt_progress"]
+    assert progress and set(progress[0]) == {"event", "processed", "total", "cache"}
+    outcome = events[-1]
+    assert outcome["outcome"] == "completed"
+    saved = SessionStore.default(app_home).load(outcome["session"])
+    assert saved.turns[-1].outcome == "completed"
+    assert saved.workspace == str(ws.resolve())
+
+
+def test_without_json_the_summary_goes_to_stdout_and_progress_to_stderr(
+    srv: FakeLlamaServer, ws: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    srv.script(act("list_dir"), act("finish", summary="Found notes.md."))
+    code, out, err = run(capsys, "list the files", "--workspace", str(ws))
+    assert code == 0
+    assert out == "Found notes.md.\n"
+    assert "step 1/" in err and "list_dir" in err and "outcome: completed" in err
+
+
+def test_a_session_continues_with_session_id(
+    srv: FakeLlamaServer, ws: Path, app_home: AppPaths, capsys: pytest.CaptureFixture[str]
+) -> None:
+    srv.script(act("finish", summary="a"), act("finish", summary="b"))
+    code, out, _ = run(capsys, "first", "--workspace", str(ws), "--json")
+    sid = lines(out)[-1]["session"]
+    code2, out2, _ = run(capsys, "second", "--session", sid, "--json")
+    assert (code, code2) == (0, 0)
+    assert lines(out2)[-1] == {"event": "outcome", "outcome": "completed", "session": sid}
+    saved = SessionStore.default(app_home).load(sid)
+    assert [m.content for m in saved.messages if m.role == "user"] == ["first", "second"]
+    assert saved.workspace == str(ws.resolve())  # taken from the session the second time
+
+
+def test_a_step_limit_gives_max_steps_and_exit_1(
+    srv: FakeLlamaServer, ws: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    srv.script(act("list_dir"), act("finish", summary="ran out of steps"))
+    code, out, _ = run(capsys, "x", "--workspace", str(ws), "--max-steps", "1", "--json")
+    assert code == 1
+    assert lines(out)[-1]["outcome"] == "max_steps"
+
+
+def test_writes_are_denied_without_yes_and_allowed_with_it(
+    srv: FakeLlamaServer, ws: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write = act("write_file", path="new.txt", content="hi\n")
+    srv.script(write, act("finish", summary="no"), write, act("finish", summary="yes"))
+    run(capsys, "write it", "--workspace", str(ws), "--json")
+    assert not (ws / "new.txt").exists()
+    code, out, _ = run(capsys, "write it", "--workspace", str(ws), "--json", "--yes")
+    assert code == 0
+    assert (ws / "new.txt").read_text() == "hi\n"
+    assert {"event": "tool", "name": "write_file", "ok": True} in lines(out)
+
+
+@pytest.mark.parametrize("case", ["unknown", "damaged", "not-an-id", "workspace", "empty"])
+def test_bad_input_exits_2_with_one_line(
+    srv: FakeLlamaServer,
+    ws: Path,
+    app_home: AppPaths,
+    case: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    store = SessionStore.default(app_home)
+    argv = ["task", "--workspace", str(ws)]
+    if case == "unknown":
+        argv += ["--session", "20260101-000000-000-abcdef"]
+    elif case == "damaged":
+        s = Session.new()
+        store.save(s).write_text("{ torn")
+        argv += ["--session", s.id]
+    elif case == "not-an-id":
+        argv += ["--session", "../etc"]
+    elif case == "workspace":
+        argv = ["task", "--workspace", str(ws / "missing")]
+    else:
+        argv = ["   ", "--workspace", str(ws)]
+    code, out, err = run(capsys, *argv, "--json")
+    assert code == 2
+    assert out == ""
+    assert len(err.strip().splitlines()) == 1 and err.startswith("fusion-tui run: ")
+    assert not [r for r in srv.requests if r.path == "/completion"]
+
+
+def test_an_unreachable_server_exits_1_and_keeps_the_users_words(
+    app_home: AppPaths, ws: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    with FakeLlamaServer() as gone:
+        url = gone.url
+    monkeypatch.setenv("FUSION_TUI_SERVER__MODE", "external")
+    monkeypatch.setenv("FUSION_TUI_SERVER__URL", url)
+    code, out, err = run(capsys, "keep me", "--workspace", str(ws), "--json")
+    assert code == 1
+    outcome = lines(out)[-1]
+    assert outcome["event"] == "outcome" and outcome["outcome"] == "error"
+    assert "cannot reach" in err
+    saved = SessionStore.default(app_home).load(outcome["session"])
+    assert saved.messages[0].content == "keep me" and saved.turns[-1].outcome == "error"
