@@ -23,6 +23,46 @@ class ReplyDone:
     partial: bool = False
 
 
-ReplyEvent = TextDelta | PromptProgress | StreamEnd | Notice | ReplyDone
+@dataclass(frozen=True)
+class Progress:
+    """Prompt reading as the chat shows it: sent after each `PromptProgress`, with a rate and ETA.
 
-__all__ = ["Notice", "PromptProgress", "ReplyDone", "ReplyEvent", "StreamEnd", "TextDelta"]
+    `processed` counts the prompt tokens in the slot so far (cached ones included), `cache` the
+    reused ones, `tok_s` the evaluation rate of the new tokens, `eta_s` the time left (None when
+    unknown yet).
+    """
+
+    processed: int
+    total: int
+    cache: int
+    tok_s: float | None = None
+    eta_s: float | None = None
+
+    @property
+    def fraction(self) -> float:
+        return 0.0 if self.total <= 0 else min(1.0, self.processed / self.total)
+
+    def label(self) -> str:
+        """E.g. `reading prompt 12,000 / 40,000 · 2,000 cached · 310 tok/s · ETA 1:30`."""
+        parts = [f"reading prompt {self.processed:,} / {self.total:,}"]
+        if self.cache:
+            parts.append(f"{self.cache:,} cached")
+        if self.tok_s:
+            parts.append(f"{self.tok_s:,.0f} tok/s")
+        if self.eta_s is not None:
+            minutes, seconds = divmod(round(self.eta_s), 60)
+            parts.append(f"ETA {minutes}:{seconds:02d}")
+        return " · ".join(parts)
+
+
+ReplyEvent = TextDelta | PromptProgress | StreamEnd | Notice | ReplyDone | Progress
+
+__all__ = [
+    "Notice",
+    "Progress",
+    "PromptProgress",
+    "ReplyDone",
+    "ReplyEvent",
+    "StreamEnd",
+    "TextDelta",
+]

@@ -3,31 +3,78 @@
 Each turn rides the session's pinned slot (the first goes `-1` so the server picks the slot that
 holds the most similar prompt, and the answer's `id_slot` is pinned), one request in flight per
 slot, and the session is saved atomically after every turn, also a cancelled or failed one.
+
+Warm resume: on the same server the first request goes `-1` and lands on the slot still holding
+the prompt; on a new daemon the session's saved slot file is restored into a free slot first and
+pinned (refused, with the reason, when it was made for another model or context). The slot is
+saved when the session is left, when the app exits and before the daemon this app owns stops.
+
+Until the first byte, `watch_first_token` polls `/slots` next to the stream; a request that got
+no data at all (lost, stalled, connection dropped) is retried once on the same slot.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from contextlib import aclosing
+from dataclasses import dataclass
 from typing import Any
 
+import anyio
+
 from fusion_tui.chat.backend import StatusCallback
-from fusion_tui.chat.events import Notice, ReplyDone, ReplyEvent
+from fusion_tui.chat.events import Notice, Progress, ReplyDone, ReplyEvent
+from fusion_tui.chat.titles import TITLE_TOKENS, clean_title, title_messages
+from fusion_tui.chat.warm import (
+    SAVE_DEADLINE,
+    archive_for,
+    first_event,
+    save_sessions_before_stop,
+    server_facts,
+    watch_config,
+)
 from fusion_tui.config import Settings
 from fusion_tui.paths import AppPaths
 from fusion_tui.runtime import Connection, connect, make_daemon
-from fusion_tui.server.errors import ServerError
-from fusion_tui.server.types import PromptProgress, StreamEnd, TextDelta
+from fusion_tui.server.errors import ProtocolError, ServerError, ServerUnreachable, StreamStalled
+from fusion_tui.server.types import PromptProgress, StreamEnd, StreamEvent, TextDelta
 from fusion_tui.sessions.model import Message, RequestRecord, ServerIdentity, Session, TurnRecord
 from fusion_tui.sessions.store import SessionStore, SessionStoreError
+from fusion_tui.slots.archive import (
+    DEFAULT_MAX_BYTES,
+    ArchiveRefused,
+    Restored,
+    SlotArchive,
+    choose_restore_slot,
+)
 from fusion_tui.slots.gate import SlotGate, slots_busy_probe, waiting_message
 from fusion_tui.slots.pins import SlotPool
+from fusion_tui.slots.progress import ProgressTracker
+from fusion_tui.slots.watch import REAL_CLOCK, Clock, FirstTokenStall
 from fusion_tui.status import ServerStatus
 
 SYSTEM_PROMPT = (
     "You are a concise, careful coding assistant running on the user's own machine. "
     "Answer in Markdown; put code in fenced blocks."
 )
+Connector = Callable[..., Awaitable[Connection]]
+NO_DATA = (FirstTokenStall, ServerUnreachable, ProtocolError)
+"""Failures that, before any event arrived, mean the request got no answer: retried once."""
+
+
+@dataclass
+class _Resume:
+    """How the current session came back: `same` server, `restored` from disk, or `cold`."""
+
+    kind: str
+    restored: Restored | None = None
+    reason: str = ""
+
+
+@dataclass
+class _Flag:
+    data: bool = False
 
 
 class LocalBackend:
@@ -41,17 +88,26 @@ class LocalBackend:
         model: str | None = None,
         resume: str | None = None,
         clock: Any = time.monotonic,
+        watch_clock: Clock = REAL_CLOCK,
+        connector: Connector | None = None,
+        archive_max_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         self.settings = settings
         self.paths = paths
         self.model = model
         self.resume = resume
         self.clock = clock
+        self.watch_clock = watch_clock
+        self.connector = connector or connect
+        self.archive_max_bytes = archive_max_bytes
         self.store = SessionStore.default(paths)
         self.pool = SlotPool()
         self.conn: Connection | None = None
         self.gate: SlotGate | None = None
+        self.archive: SlotArchive | None = None
         self.session = self._open_session(resume)
+        self._resume: _Resume | None = None
+        self._resume_checked = False
         self.save_error: str | None = None
         """The last save failure, shown to the user; the session stays in memory."""
 
@@ -68,13 +124,14 @@ class LocalBackend:
     # --- Backend -------------------------------------------------------------------------------
 
     async def start(self, report: StatusCallback) -> ServerStatus:
-        self.conn = await connect(self.settings, self.paths, report, model=self.model)
+        self.conn = await self.connector(self.settings, self.paths, report, model=self.model)
         props = self.conn.props
         self.pool.update(props.total_slots, props.model_path, self.conn.launch_id)
         client = self.conn.client
         self.gate = SlotGate(
             lambda: self.pool.total_slots, busy_probe=slots_busy_probe(client.slots)
         )
+        self.archive = archive_for(self.conn, self.archive_max_bytes)
         return self.conn.status
 
     def history(self) -> list[tuple[str, str]]:
@@ -83,13 +140,53 @@ class LocalBackend:
         ]
 
     async def close(self) -> None:
-        """Close the client; stop the daemon this app launched unless told to keep it."""
-        conn, self.conn = self.conn, None
+        """Save the session's slot, close the client; stop the daemon this app launched (after
+        saving every session's slot) unless told to keep it."""
+        conn = self.conn
         if conn is None:
             return
-        await conn.client.aclose()
-        if conn.launched and not self.settings.local_models.managed.keep_running:
-            await make_daemon(self.settings, self.paths).stop()
+        stopping = conn.launched and not self.settings.local_models.managed.keep_running
+        try:
+            await self.leave()
+            if stopping and self.archive is not None:
+                await save_sessions_before_stop(
+                    conn.client,
+                    self.archive,
+                    self.store,
+                    server_facts(conn),
+                    self.pool.total_slots,
+                    skip=frozenset({self.session.id}),
+                )
+        finally:
+            self.conn = None
+            await conn.client.aclose()
+            if stopping:
+                await make_daemon(self.settings, self.paths).stop()
+
+    async def leave(self) -> str | None:
+        """Save the session's slot to disk (it is being left); a note on what happened."""
+        conn, slot = self.conn, self.pool.pins.get(self.session.id)
+        if conn is None or self.archive is None or self.gate is None or slot is None:
+            return None
+        note = f"could not save slot {slot} in time"
+        with anyio.move_on_after(SAVE_DEADLINE):
+            try:
+                async with self.gate.hold(slot):
+                    tag = await self.archive.save(
+                        conn.client, slot, self.session.id, server_facts(conn)
+                    )
+                note = f"saved slot {slot} ({tag.n_saved:,} tokens) for a warm resume"
+            except (ServerError, OSError) as exc:
+                note = f"could not save slot {slot}: {exc}"
+        return note
+
+    async def switch_session(self, resume: str | None) -> str | None:
+        """Leave the current session (saving its slot) and open another (None: a new one)."""
+        note = await self.leave()
+        self.pool.unpin(self.session.id)
+        self.session = self._open_session(resume)
+        self._resume, self._resume_checked = None, False
+        return note
 
     def chat_messages(self) -> list[dict[str, str]]:
         """The request's messages: a fixed system prompt, then the transcript, append-only."""
@@ -101,6 +198,60 @@ class LocalBackend:
         ]
         return out
 
+    # --- warm resume ---------------------------------------------------------------------------
+
+    def identity(self) -> ServerIdentity:
+        assert self.conn is not None
+        props = self.conn.props
+        return ServerIdentity(props.model_path, self.conn.launch_id, props.total_slots)
+
+    async def warm_resume(self) -> list[str]:
+        """Before the first request of a resumed session: on a new daemon, restore its saved
+        slot into a free slot and pin it. Runs once per session; returns notes for the user."""
+        if self._resume_checked or self.conn is None or self.gate is None:
+            return []
+        self._resume_checked = True
+        session = self.session
+        if session.server is None or not session.requests:
+            return []
+        if session.server.same_server(self.identity()):
+            self._resume = _Resume("same")
+            return []
+        if self.archive is None:
+            return self._cold("this server keeps no saved slots (not a managed launch)")
+        try:
+            states = await self.conn.client.slots()
+        except ServerError:
+            states = None
+        slot = choose_restore_slot(
+            states,
+            self.pool.total_slots,
+            pinned=self.pool.pins.values(),
+            held=self.gate.held,
+        )
+        if slot is None:
+            return self._cold("no free slot to restore the saved one into")
+        try:
+            async with self.gate.hold(slot):
+                restored = await self.archive.restore(
+                    self.conn.client, slot, session.id, server_facts(self.conn)
+                )
+        except ArchiveRefused as exc:
+            return self._cold(str(exc))
+        self.pool.pin(session.id, slot)
+        session.pinned_slot = slot
+        self._resume = _Resume("restored", restored)
+        return [
+            f"restored the saved slot into slot {slot} ({restored.n_restored:,} tokens in "
+            f"{restored.restore_ms / 1000:.1f} s)"
+        ]
+
+    def _cold(self, reason: str) -> list[str]:
+        self._resume = _Resume("cold", reason=reason)
+        return [f"cold start: {reason}"]
+
+    # --- turns ---------------------------------------------------------------------------------
+
     async def reply(self, text: str) -> AsyncGenerator[ReplyEvent, None]:
         if self.conn is None or self.gate is None:
             raise ServerError("the server is not connected yet")
@@ -108,30 +259,30 @@ class LocalBackend:
         if not session.title:
             session.title = " ".join(text.split())[:60]
         session.messages.append(Message(role="user", content=text))
-        slot = self.pool.slot_for(session.id)
         answer: list[str] = []
         outcome, detail = "cancelled", "cancelled"
         try:
-            if slot >= 0 and self.gate.is_held(slot):
-                yield Notice(waiting_message(slot))
-            async with self.gate.hold(slot) as lease:
-                started = self.clock()
-                first: float | None = None
-                body = self._body(lease.slot)
-                idle = self.settings.local_models.request_timeout_ms / 1000
-                async for event in self.conn.client.stream_chat(body, idle_timeout=idle):
-                    if isinstance(event, TextDelta):
-                        if first is None:
-                            first = self.clock()
-                        answer.append(event.text)
+            for note in await self.warm_resume():
+                yield Notice(note)
+            slot = self.pool.slot_for(session.id)
+            for attempt in (1, 2):
+                got = _Flag()
+                try:
+                    async for event in self._attempt(slot, got):
+                        if isinstance(event, TextDelta):
+                            answer.append(event.text)
                         yield event
-                    elif isinstance(event, PromptProgress):
-                        yield event
-                    elif isinstance(event, StreamEnd):
-                        ttft = ((first or self.clock()) - started) * 1000
-                        self._record_request(event, ttft)
-                        yield event
+                    break
+                except NO_DATA as exc:
+                    if got.data or attempt == 2:
+                        raise
+                    where = f"slot {slot}" if slot >= 0 else "the slot the server picks"
+                    yield Notice(f"no data from llama-server ({exc}); retrying once on {where}")
             outcome, detail = "completed", self._cost_note()
+        except StreamStalled as exc:
+            outcome, detail = "error", self._stall_message(exc)
+            yield ReplyDone("error", note=f"error · {detail}", partial=True)
+            return
         except ServerError as exc:
             outcome, detail = "error", str(exc)
             yield ReplyDone("error", note=f"error · {exc}", partial=True)
@@ -140,7 +291,56 @@ class LocalBackend:
             self._finish_turn("".join(answer), outcome, detail)
         yield ReplyDone("completed", note=detail)
 
-    # --- helpers -------------------------------------------------------------------------------
+    def _stall_message(self, exc: StreamStalled) -> str:
+        if isinstance(exc, FirstTokenStall):
+            return f"after one retry: {exc}"
+        idle = self.settings.local_models.request_timeout_ms / 1000
+        if "middle of an answer" in str(exc):
+            return (
+                f"the answer stalled: no bytes from llama-server for {idle:g} s "
+                "(localModels.requestTimeoutMs); the partial answer is kept"
+            )
+        return str(exc)
+
+    def _open_stream(self, body: dict[str, Any]) -> AsyncGenerator[StreamEvent, None]:
+        """The HTTP stream of one request (tests swap the endpoint)."""
+        assert self.conn is not None
+        idle = self.settings.local_models.request_timeout_ms / 1000
+        return self.conn.client.stream_chat(body, idle_timeout=idle)
+
+    async def _attempt(self, slot: int, got: _Flag) -> AsyncGenerator[ReplyEvent, None]:
+        """One request on `slot`: gate, stream with the first-token watch, progress, record."""
+        assert self.gate is not None
+        if slot >= 0 and self.gate.is_held(slot):
+            yield Notice(waiting_message(slot))
+        async with self.gate.hold(slot) as lease:
+            started = self.clock()
+            first: float | None = None
+            tracker = ProgressTracker()
+            async with aclosing(self._open_stream(self._body(lease.slot))) as events:
+                it = events.__aiter__()
+                event = await self._first_event(it, lease.slot)
+                if event is None:
+                    raise ProtocolError("llama-server closed the stream without sending anything")
+                while event is not None:
+                    got.data = True
+                    if isinstance(event, TextDelta):
+                        first = self.clock() if first is None else first
+                        yield event
+                    elif isinstance(event, PromptProgress):
+                        yield event
+                        p = tracker.on_event(event)
+                        yield Progress(p.processed, p.total, p.cache, p.tokens_per_second, p.eta_s)
+                    elif isinstance(event, StreamEnd):
+                        ttft = ((first or self.clock()) - started) * 1000
+                        self._record_request(event, ttft)
+                        yield event
+                    event = await anext(it, None)
+
+    async def _first_event(self, it: AsyncIterator[StreamEvent], slot: int) -> StreamEvent | None:
+        assert self.conn is not None
+        config = watch_config(self.settings)
+        return await first_event(it, self.conn.client.slots, slot, config, self.watch_clock)
 
     def _body(self, slot: int) -> dict[str, Any]:
         return {
@@ -152,33 +352,83 @@ class LocalBackend:
             "temperature": self.settings.llm.temperature,
         }
 
+    # --- side calls ----------------------------------------------------------------------------
+
+    async def make_title(self) -> str | None:
+        """Title the session with a short side call on the side-call slot (never the session's
+        own, unless the pool has one slot); saves the session. None when there is nothing to
+        title from or the model said nothing usable."""
+        if self.conn is None or self.gate is None:
+            raise ServerError("the server is not connected yet")
+        session = self.session
+        first = next((m.content for m in session.messages if m.role == "user"), "")
+        if not first.strip():
+            return None
+        own = self.pool.pins.get(session.id)
+        side = self.pool.side_call_slot(busy=self.gate.held, avoid=() if own is None else (own,))
+        body = {
+            "messages": title_messages(first),
+            "cache_prompt": True,
+            "n_predict": TITLE_TOKENS,
+            "temperature": 0.0,
+        }
+        pieces: list[str] = []
+        async with self.gate.hold(side) as lease:
+            started = self.clock()
+            first_at: float | None = None
+            async with aclosing(self._open_stream({**body, "id_slot": lease.slot})) as events:
+                async for event in events:
+                    if isinstance(event, TextDelta):
+                        first_at = self.clock() if first_at is None else first_at
+                        pieces.append(event.text)
+                    elif isinstance(event, StreamEnd):
+                        ttft = ((first_at or self.clock()) - started) * 1000
+                        session.requests.append(self._request_record(event, ttft, side=True))
+        title = clean_title("".join(pieces))
+        if not title:
+            return None
+        session.title = title
+        self._save()
+        return title
+
+    # --- records -------------------------------------------------------------------------------
+
+    def _request_record(self, end: StreamEnd, ttft_ms: float, *, side: bool) -> RequestRecord:
+        t = end.timings
+        return RequestRecord(
+            id_slot=end.id_slot,
+            prompt_n=t.prompt_n,
+            cache_n=t.cache_n,
+            ttft_ms=round(ttft_ms, 1),
+            predicted_per_second=round(t.predicted_per_second, 2),
+            time=time.time(),
+            side_call=side,
+        )
+
     def _record_request(self, end: StreamEnd, ttft_ms: float) -> None:
-        assert self.conn is not None
         session = self.session
         self.pool.pin(session.id, end.id_slot)
         session.pinned_slot = self.pool.pins.get(session.id)
-        props = self.conn.props
-        session.server = ServerIdentity(props.model_path, self.conn.launch_id, props.total_slots)
-        t = end.timings
-        session.requests.append(
-            RequestRecord(
-                id_slot=end.id_slot,
-                prompt_n=t.prompt_n,
-                cache_n=t.cache_n,
-                ttft_ms=round(ttft_ms, 1),
-                predicted_per_second=round(t.predicted_per_second, 2),
-                time=time.time(),
-            )
-        )
+        session.server = self.identity()
+        session.requests.append(self._request_record(end, ttft_ms, side=False))
 
     def _cost_note(self) -> str:
-        if not self.session.requests:
+        own = [r for r in self.session.requests if not r.side_call]
+        if not own:
             return ""
-        last = self.session.requests[-1]
+        last = own[-1]
         total = last.prompt_n + last.cache_n
+        cached = f"{last.cache_n:,} of {total:,} prompt tokens cached"
+        resume, self._resume = self._resume, None
+        if resume is not None:
+            how = {"same": "", "restored": " (restored from disk)", "cold": " cold"}[resume.kind]
+            why = f" ({resume.reason})" if resume.reason else ""
+            return (
+                f"resumed{how} on slot {last.id_slot}{why} · {cached} · {last.ttft_ms / 1000:.1f} s"
+            )
         return (
-            f"slot {last.id_slot} · {last.cache_n:,} of {total:,} prompt tokens cached · "
-            f"first token {last.ttft_ms / 1000:.1f} s · {last.predicted_per_second:.0f} tok/s"
+            f"slot {last.id_slot} · {cached} · first token {last.ttft_ms / 1000:.1f} s · "
+            f"{last.predicted_per_second:.0f} tok/s"
         )
 
     def _finish_turn(self, answer: str, outcome: str, detail: str) -> None:
@@ -195,8 +445,11 @@ class LocalBackend:
             )
         session.turns.append(TurnRecord(outcome=outcome, time=time.time(), detail=detail))  # type: ignore[arg-type]
         session.touch()
+        self._save()
+
+    def _save(self) -> None:
         try:
-            self.store.save(session)
+            self.store.save(self.session)
             self.save_error = None
         except SessionStoreError as exc:
             self.save_error = str(exc)

@@ -1,0 +1,34 @@
+"""Provides the session-title side call's prompt and the cleanup of what the model answers.
+
+Kept cheap on purpose: only the first user message (cut to `TITLE_INPUT_CHARS`) is sent, with a
+short `n_predict`, so the call costs a few hundred prompt tokens on the side slot, never a re-read
+of the session.
+"""
+
+from __future__ import annotations
+
+import re
+
+TITLE_TOKENS = 16
+TITLE_INPUT_CHARS = 600
+TITLE_MAX_CHARS = 60
+TITLE_SYSTEM = (
+    "You name chat sessions. Answer with a title of at most six words for the user's request. "
+    "No quotes, no punctuation at the end, nothing else."
+)
+
+
+def title_messages(first_user_message: str) -> list[dict[str, str]]:
+    text = " ".join(first_user_message.split())[:TITLE_INPUT_CHARS]
+    return [{"role": "system", "content": TITLE_SYSTEM}, {"role": "user", "content": text}]
+
+
+def clean_title(raw: str) -> str:
+    """The first non-empty line, without a `Title:` label, quotes, markup or a final stop."""
+    line = next((ln.strip() for ln in raw.splitlines() if ln.strip()), "")
+    line = re.sub(r"^(session\s+)?title\s*[:\-]\s*", "", line, flags=re.IGNORECASE)
+    line = line.strip(" \t\"'`*#_").rstrip(".!:;,")
+    line = " ".join(line.split())
+    if len(line) > TITLE_MAX_CHARS:
+        line = line[:TITLE_MAX_CHARS].rsplit(" ", 1)[0] or line[:TITLE_MAX_CHARS]
+    return line
