@@ -58,6 +58,8 @@ class Answers:
 class SlotMapHost(App[None]):
     """Chat column on the left, the slot map on the right, a status line under both."""
 
+    AUTO_FOCUS = None  # like the main screen, where the prompt box has the focus
+
     CSS = """
     #body { height: 1fr; }
     #chat-column { width: 1fr; }

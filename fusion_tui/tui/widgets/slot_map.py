@@ -178,6 +178,10 @@ class SlotMap(Vertical):
     SlotMap.-busy > #slot-head { color: $warning; }
     SlotMap.-error > #slot-head, SlotMap.-unavailable > #slot-head { color: $error; }
     SlotMap > #slot-list { height: 1fr; border: none; padding: 0; background: transparent; }
+    SlotMap > #slot-list:focus > .option-list--option-highlighted {
+        background: $primary 25%;
+        color: $foreground;
+    }
     SlotMap > #slot-list:blur > .option-list--option-highlighted {
         background: transparent;
         color: $foreground;
@@ -194,7 +198,12 @@ class SlotMap(Vertical):
         background: $panel;
     }
     SlotMap.-narrow > #slot-head, SlotMap.-narrow > #slot-list { display: none; }
-    SlotMap.-narrow > #slot-summary { display: block; color: $text-muted; }
+    SlotMap.-narrow > #slot-summary {
+        display: block;
+        color: $text-muted;
+        text-wrap: nowrap;
+        text-overflow: ellipsis;
+    }
     """
 
     class SlotSelected(Message):
