@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from fusion_tui.server.types import PromptProgress, StreamEnd, TextDelta
 
@@ -55,7 +56,20 @@ class Progress:
         return " · ".join(parts)
 
 
-ReplyEvent = TextDelta | PromptProgress | StreamEnd | Notice | ReplyDone | Progress
+@dataclass(frozen=True)
+class ToolBlock:
+    """An agent tool call that finished: drawn as a collapsible block in the chat."""
+
+    name: str
+    args: dict[str, Any] = field(default_factory=dict)
+    result: str = ""
+    ok: bool = True
+    duration_ms: float = 0.0
+    diff: str = ""
+    """The unified diff of a write, or the full command of a shell call (for the UI only)."""
+
+
+ReplyEvent = TextDelta | PromptProgress | StreamEnd | Notice | ReplyDone | Progress | ToolBlock
 
 __all__ = [
     "Notice",
@@ -65,4 +79,5 @@ __all__ = [
     "ReplyEvent",
     "StreamEnd",
     "TextDelta",
+    "ToolBlock",
 ]
