@@ -82,7 +82,9 @@ async def test_lists_sessions_newest_first_and_the_damaged_file_last(tmp_path: P
         broken = screen.entries[-1]
         assert broken.status == "damaged" and "not valid JSON" in broken.reason
         prompt = str(screen.query_one(OptionList).get_option_at_index(3).prompt)
-        assert "damaged" in prompt and broken.reason in prompt
+        assert "damaged" in prompt and f"{BROKEN}.json" in prompt
+        assert "not valid JSON (line 1, column 29: Expecting value)" in prompt
+        assert str(tmp_path) not in prompt  # no absolute path on screen
         first = str(screen.query_one(OptionList).get_option_at_index(1).prompt)
         assert "slot 2" in first and "1 h ago" in first and "~/src/fusion" in first
         note = str(screen.query_one("#sessions-note", Static).render())

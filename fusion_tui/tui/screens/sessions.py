@@ -37,6 +37,12 @@ def age(seconds: float) -> str:
     return f"{int(s // 86400)} d ago"
 
 
+def reason_of(entry: SessionEntry) -> str:
+    """Why a file is unreadable, without the file path the store's message starts with."""
+    prefix = f"{entry.path}: "
+    return entry.reason[len(prefix) :] if entry.reason.startswith(prefix) else entry.reason
+
+
 def entry_content(entry: SessionEntry, now: float) -> Content:
     """Two lines: title and facts, then workspace and id (or, when damaged, the reason)."""
     if not entry.ok:
@@ -45,7 +51,7 @@ def entry_content(entry: SessionEntry, now: float) -> Content:
             (f"✗ {label} ", "bold $error"),
             (entry.path.name, "$text-muted"),
             "\n  ",
-            (entry.reason, "$error"),
+            (reason_of(entry), "$error"),
         )
     facts = [f"{entry.messages} msg", age(now - entry.updated)]
     if entry.pinned_slot is not None:
