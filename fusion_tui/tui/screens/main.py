@@ -13,11 +13,19 @@ from textual.screen import Screen
 from textual.widgets import Footer
 
 from fusion_tui.chat.backend import Backend
-from fusion_tui.chat.events import Notice, PromptProgress, ReplyDone, StreamEnd, TextDelta
+from fusion_tui.chat.events import (
+    Notice,
+    PromptProgress,
+    ReplyDone,
+    StreamEnd,
+    TextDelta,
+    ToolBlock,  # agent mode: tool-call blocks
+)
 from fusion_tui.status import ServerStatus, turn_summary
 from fusion_tui.tui.widgets.chat_view import ChatView
 from fusion_tui.tui.widgets.prompt_input import PromptInput
 from fusion_tui.tui.widgets.status_line import StatusLine
+from fusion_tui.tui.widgets.tool_call import ToolCall
 
 
 class MainScreen(Screen[None]):
@@ -121,6 +129,8 @@ class MainScreen(Screen[None]):
                     elif isinstance(event, ReplyDone):
                         status.activity = ""
                         await message.finish(event.note, partial=event.partial)
+                    elif isinstance(event, ToolBlock):  # agent mode: above the answer
+                        await self.chat.mount(ToolCall(event), before=message)
         except asyncio.CancelledError:
             status.activity = ""
             await message.finish("cancelled · partial answer kept", partial=True)

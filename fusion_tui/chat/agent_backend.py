@@ -1,0 +1,228 @@
+"""Provides `AgentBackend`: the chat's turns run as agent tasks in a workspace.
+
+It speaks the same `Backend` protocol as `LocalBackend`, so the main screen needs nothing new
+but a tool block: each user message becomes one `run_task` (through `session_run`), and the
+agent's events are translated into reply events (step notices, prompt progress, request
+telemetry, `ToolBlock`s, the summary as text, then `ReplyDone` with the outcome).
+
+Cancel: the consumer closing the stream (Esc) sets the task's cancel token and waits for the
+loop to close its request and save the turn, so a cancelled turn is on disk as `cancelled`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from fusion_tui.agent.approval import ApprovalRequest, Approver, Decision, DenyAll
+from fusion_tui.agent.deadline import CancelToken
+from fusion_tui.agent.events import (
+    AgentEvent,
+    Compacted,
+    PromptProgressed,
+    RequestDone,
+    StepFailed,
+    StepStarted,
+    ToolFinished,
+    ToolStarted,
+    WorkerEvent,
+)
+from fusion_tui.agent.session_run import (
+    AgentHost,
+    SessionRunner,
+    TurnReport,
+    agent_config,
+    open_session,
+)
+from fusion_tui.agent.tools.workspace import Workspace
+from fusion_tui.chat.backend import StatusCallback
+from fusion_tui.chat.events import Notice, ReplyDone, ReplyEvent, ToolBlock
+from fusion_tui.config import Settings
+from fusion_tui.paths import AppPaths
+from fusion_tui.runtime import Connection, connect, make_daemon
+from fusion_tui.server.errors import ServerError
+from fusion_tui.server.types import PromptProgress, StreamEnd, TextDelta, Timings
+from fusion_tui.sessions.model import Session
+from fusion_tui.sessions.store import SessionStore
+from fusion_tui.status import ServerStatus
+
+Connect = Callable[..., Awaitable[Connection]]
+
+
+def reply_events(event: AgentEvent) -> list[ReplyEvent]:
+    """What the chat shows for one agent event (the JSON actions themselves are not prose)."""
+    if isinstance(event, WorkerEvent):
+        inner = event.event
+        if isinstance(inner, ToolFinished):
+            return [_block(inner, f"worker {event.worker} · {inner.name}")]
+        if isinstance(inner, StepStarted):
+            return [Notice(f"worker {event.worker}: step {inner.step}/{inner.max_steps}")]
+        return []
+    if isinstance(event, StepStarted):
+        return [Notice(f"step {event.step}/{event.max_steps} · {_left(event.time_left_ms)} left")]
+    if isinstance(event, PromptProgressed):
+        return [PromptProgress(event.total, event.cache, event.processed, 0.0)]
+    if isinstance(event, RequestDone) and event.ended == "ok":
+        timings = Timings(
+            prompt_n=event.prompt_n,
+            cache_n=event.cache_n,
+            predicted_n=event.predicted_n,
+            predicted_per_second=event.predicted_per_second,
+        )
+        return [StreamEnd(id_slot=event.id_slot, timings=timings)]
+    if isinstance(event, ToolStarted):
+        return [Notice(f"step {event.step}: running {event.name}")]
+    if isinstance(event, ToolFinished):
+        return [_block(event, event.name)]
+    if isinstance(event, StepFailed):
+        return [Notice(f"step {event.step}: no valid action ({event.error})")]
+    if isinstance(event, Compacted):
+        return [Notice(f"compacted the transcript: {event.note}")]
+    return []
+
+
+def _block(event: ToolFinished, name: str) -> ToolBlock:
+    return ToolBlock(
+        name=name,
+        args=dict(event.args),
+        result=event.result,
+        ok=event.ok,
+        duration_ms=event.duration_ms,
+        diff=event.detail,
+    )
+
+
+def _left(ms: int) -> str:
+    minutes, seconds = divmod(max(0, ms) // 1000, 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{seconds:02d}s"
+
+
+def outcome_note(report: TurnReport) -> str:
+    """The footnote of the turn: outcome, steps, and what the last request cost."""
+    steps = report.result.steps if report.result is not None else 0
+    parts = [report.outcome, f"{steps} step{'s' if steps != 1 else ''}"]
+    requests = [r for r in (report.result.requests if report.result else []) if r.ended == "ok"]
+    if requests:
+        last = requests[-1]
+        total = last.prompt_n + last.cache_n
+        parts.append(f"slot {last.id_slot} · {last.cache_n:,} of {total:,} prompt tokens cached")
+    if report.error:
+        parts.append(report.error.splitlines()[0])
+    if report.save_error:
+        parts.append(f"not saved: {report.save_error}")
+    return " · ".join(parts)
+
+
+class _LateApprover:
+    """Asks whichever approver the backend holds when the question comes (the TUI sets it
+    after the app exists)."""
+
+    def __init__(self, backend: AgentBackend) -> None:
+        self.backend = backend
+
+    async def decide(self, request: ApprovalRequest) -> Decision:
+        return await self.backend.approver.decide(request)
+
+
+class AgentBackend:
+    """The backend of the TUI's agent mode (`fusion-tui --workspace DIR`)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        paths: AppPaths,
+        workspace: Path | str,
+        *,
+        model: str | None = None,
+        resume: str | None = None,
+        approver: Approver | None = None,
+        connect_fn: Connect = connect,
+    ) -> None:
+        self.settings = settings
+        self.paths = paths
+        self.model = model
+        self.workspace = Workspace(workspace)  # ToolError: not a directory, or a system folder
+        self.store = SessionStore.default(paths)
+        self.session = self._open_session(resume)
+        self.approver: Approver = approver or DenyAll()
+        self.connect_fn = connect_fn
+        self.conn: Connection | None = None
+        self.runner: SessionRunner | None = None
+
+    def _open_session(self, resume: str | None) -> Session:
+        if resume == "":
+            entries = [e for e in self.store.list() if e.ok]
+            resume = max(entries, key=lambda e: e.updated).id if entries else None
+        session = open_session(self.store, resume)
+        session.workspace = session.workspace or str(self.workspace.root)
+        return session
+
+    async def start(self, report: StatusCallback) -> ServerStatus:
+        settings = self.settings
+        self.conn = await self.connect_fn(settings, self.paths, report, model=self.model)
+        host = await AgentHost.open(
+            self.conn,
+            idle_timeout=settings.local_models.request_timeout_ms / 1000,
+            configured_workers=settings.llm.run_mode.fusion.workers,
+        )
+        self.runner = SessionRunner(
+            host, self.store, self.session, workspace=self.workspace,
+            approver=_LateApprover(self), config=agent_config(settings),
+        )  # fmt: skip
+        return self.conn.status
+
+    def history(self) -> list[tuple[str, str]]:
+        return [
+            (m.role, m.content)
+            for m in self.session.messages
+            if m.role in ("user", "assistant") and m.content
+        ]
+
+    async def close(self) -> None:
+        conn, self.conn = self.conn, None
+        if conn is None:
+            return
+        await conn.client.aclose()
+        if conn.launched and not self.settings.local_models.managed.keep_running:
+            await make_daemon(self.settings, self.paths).stop()
+
+    async def reply(self, text: str) -> AsyncGenerator[ReplyEvent, None]:
+        runner = self.runner
+        if runner is None:
+            raise ServerError("the server is not connected yet")
+        queue: asyncio.Queue[AgentEvent | None] = asyncio.Queue()
+        cancel = CancelToken()
+        task: asyncio.Task[TurnReport] = asyncio.create_task(
+            runner.run(text, on_event=queue.put_nowait, cancel=cancel)
+        )
+        task.add_done_callback(lambda _t: queue.put_nowait(None))
+        try:
+            while (event := await queue.get()) is not None:
+                for out in reply_events(event):
+                    yield out
+            report = task.result()
+            summary = report.result.summary if report.result is not None else ""
+            if summary:
+                yield TextDelta(summary)
+            partial = report.outcome != "completed"
+            yield ReplyDone(report.outcome, note=outcome_note(report), partial=partial)
+        finally:
+            if not task.done():  # the consumer went away (Esc): stop the task, let it save
+                cancel.cancel()
+                await _settle(task)
+
+
+async def _settle(task: asyncio.Task[Any]) -> None:
+    """Wait for the cancelled task to save its turn, even if we are cancelled again."""
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.done():
+                break
+            continue
+        except Exception:
+            break

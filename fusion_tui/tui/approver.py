@@ -1,0 +1,37 @@
+"""Provides `TuiApprover`: the agent's approvals asked of the user through `ApprovalModal`.
+
+The agent's task runs in a worker; `decide` pushes the modal and waits for the user's answer on
+a future, so the step loop simply awaits it. A task cancelled while the modal is up (Esc on the
+turn) takes the modal down with it; anything but a `Decision` counts as deny.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from textual.app import App
+
+from fusion_tui.agent.approval import ApprovalRequest, Decision
+from fusion_tui.tui.screens.approval import ApprovalModal
+
+
+class TuiApprover:
+    def __init__(self, app: App[Any]) -> None:
+        self.app = app
+
+    async def decide(self, request: ApprovalRequest) -> Decision:
+        answer: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
+
+        def done(decision: Decision | None) -> None:
+            if not answer.done():
+                answer.set_result(decision if isinstance(decision, Decision) else Decision.DENY)
+
+        modal = ApprovalModal(request)
+        await self.app.push_screen(modal, callback=done)
+        try:
+            return await answer
+        except asyncio.CancelledError:
+            if modal.is_current:
+                modal.dismiss(None)
+            raise

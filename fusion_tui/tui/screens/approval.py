@@ -1,0 +1,109 @@
+"""Provides `ApprovalModal`: the user decides whether the agent may write a file or run a command.
+
+It shows what would happen (the unified diff of the write, or the whole command line) and offers
+"allow once", "always allow this command prefix in this session" (shell commands with a simple
+prefix only) and "deny". Esc denies. The answer is a `Decision`; the model never sees this screen.
+"""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Static
+
+from fusion_tui.agent.approval import ApprovalRequest, Decision
+from fusion_tui.tui.widgets.tool_call import diff_text
+
+
+def heading(request: ApprovalRequest) -> str:
+    if request.kind == "shell":
+        return "Run this command in the workspace?"
+    return f"Write {request.target}?"
+
+
+class ApprovalModal(ModalScreen[Decision]):
+    """Allow once, always allow this prefix (shell), or deny (Esc)."""
+
+    BINDINGS = [
+        Binding("escape", "deny", "Deny", show=False),
+        Binding("a", "allow_once", "Allow once", show=False),
+        Binding("p", "allow_prefix", "Always allow prefix", show=False),
+        Binding("d", "deny", "Deny", show=False),
+    ]
+
+    DEFAULT_CSS = """
+    ApprovalModal { align: center middle; }
+    ApprovalModal > #approval-box {
+        width: 90%;
+        max-width: 100;
+        height: auto;
+        max-height: 90%;
+        border: round $warning;
+        border-title-color: $warning;
+        border-subtitle-color: $text-muted;
+        background: $surface;
+        padding: 0 1;
+    }
+    ApprovalModal #approval-heading { text-style: bold; margin: 0 0 1 0; }
+    ApprovalModal #approval-detail {
+        height: auto;
+        max-height: 14;
+        background: $background;
+        padding: 0 1;
+        scrollbar-size-vertical: 1;
+    }
+    ApprovalModal #approval-buttons { height: auto; margin: 1 0 0 0; }
+    ApprovalModal #approval-buttons Button { margin: 0 1 0 0; min-width: 10; }
+    """
+
+    def __init__(self, request: ApprovalRequest) -> None:
+        super().__init__()
+        self.request = request
+
+    @property
+    def offers_prefix(self) -> bool:
+        return self.request.kind == "shell" and bool(self.request.prefix)
+
+    def compose(self) -> ComposeResult:
+        req = self.request
+        with Vertical(id="approval-box") as box:
+            box.border_title = f"The agent wants to use {req.tool}"
+            box.border_subtitle = "a allow · d/esc deny" + (
+                " · p always" if self.offers_prefix else ""
+            )
+            yield Static(heading(req), id="approval-heading", markup=False)
+            with VerticalScroll(id="approval-detail"):
+                if req.kind == "shell":
+                    yield Static(f"$ {req.detail or req.target}", markup=False)
+                else:
+                    yield Static(diff_text(req.detail) if req.detail else "(no changes)")
+            with Horizontal(id="approval-buttons"):
+                yield Button("Allow once", id="allow-once", variant="primary")
+                if self.offers_prefix:
+                    label = f"Always allow “{req.prefix}” here"
+                    yield Button(label, id="allow-prefix", variant="warning")
+                yield Button("Deny", id="deny", variant="error")
+
+    def on_mount(self) -> None:
+        self.query_one("#deny", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        actions = {
+            "allow-once": Decision.ALLOW_ONCE,
+            "allow-prefix": Decision.ALLOW_PREFIX,
+            "deny": Decision.DENY,
+        }
+        self.dismiss(actions.get(event.button.id or "", Decision.DENY))
+
+    def action_allow_once(self) -> None:
+        self.dismiss(Decision.ALLOW_ONCE)
+
+    def action_allow_prefix(self) -> None:
+        if self.offers_prefix:
+            self.dismiss(Decision.ALLOW_PREFIX)
+
+    def action_deny(self) -> None:
+        self.dismiss(Decision.DENY)
