@@ -28,6 +28,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--resume", nargs="?", const="", metavar="ID", help="resume a session (the last one)"
     )
+    parser.add_argument(  # agent mode (fusion_tui.chat.agent_backend)
+        "--workspace",
+        dest="app_workspace",
+        metavar="DIR",
+        help="agent mode: each message runs a coding-agent task in this folder",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     launch = sub.add_parser("launch", help="start the managed llama-server headless and exit")

@@ -100,7 +100,8 @@ def prepare(args: argparse.Namespace, store: SessionStore) -> tuple[Session, Wor
         session = open_session(store, args.session)
     except (SessionFileError, SessionStoreError) as exc:
         raise BadInput(f"cannot open session {args.session}: {exc}") from None
-    folder = args.workspace or session.workspace or os.getcwd()
+    folder = args.workspace or getattr(args, "app_workspace", None) or session.workspace
+    folder = folder or os.getcwd()
     try:
         workspace = Workspace(folder)
     except ToolError as exc:

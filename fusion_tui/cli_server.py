@@ -34,16 +34,30 @@ def run(args: argparse.Namespace, settings: Settings, paths: AppPaths) -> int:
 
 
 def run_app(args: argparse.Namespace, settings: Settings, paths: AppPaths) -> int:
+    from fusion_tui.agent.tools.workspace import ToolError
+    from fusion_tui.chat.agent_backend import AgentBackend
+    from fusion_tui.chat.backend import Backend
     from fusion_tui.chat.local import LocalBackend
     from fusion_tui.sessions.store import SessionStoreError
     from fusion_tui.tui.app import build_app
+    from fusion_tui.tui.approver import TuiApprover
 
+    workspace = getattr(args, "app_workspace", None)
+    backend: Backend
     try:
-        backend = LocalBackend(settings, paths, model=args.model, resume=args.resume)
+        if workspace:  # agent mode: each message is an agent task in the workspace
+            backend = AgentBackend(settings, paths, workspace, model=args.model, resume=args.resume)
+        else:
+            backend = LocalBackend(settings, paths, model=args.model, resume=args.resume)
     except (SessionStoreError, ValueError) as exc:
         print(f"fusion-tui: cannot resume: {exc}", file=sys.stderr)
         return 2
+    except ToolError as exc:
+        print(f"fusion-tui: {exc}", file=sys.stderr)
+        return 2
     app = build_app(settings, backend)
+    if isinstance(backend, AgentBackend):
+        backend.approver = TuiApprover(app)  # writes and commands are asked in a modal
     app.run()
     return 0
 
