@@ -1,0 +1,202 @@
+"""Pilot tests of agent mode: approval modal, tool blocks, AgentBackend on the fake server."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.app import App, ComposeResult
+from textual.widgets import Static
+
+from fusion_tui.agent.approval import ApprovalRequest, Decision
+from fusion_tui.chat.agent_backend import AgentBackend
+from fusion_tui.config import Settings
+from fusion_tui.config.settings import ServerSettings, UISettings
+from fusion_tui.paths import AppPaths
+from fusion_tui.sessions.store import SessionStore
+from fusion_tui.tui.app import build_app
+from fusion_tui.tui.approver import TuiApprover
+from fusion_tui.tui.screens.approval import ApprovalModal
+from fusion_tui.tui.widgets.chat_message import ChatMessage
+from fusion_tui.tui.widgets.tool_call import ToolCall
+from tests.fakes.fake_server import FakeLlamaServer, Reply
+from tests.tui.scripted_agent_backend import DIFF, ScriptedAgentBackend
+
+SHELL = ApprovalRequest("shell", "run_shell", "git status -s", "git status -s", "git status")
+WRITE = ApprovalRequest("write", "edit_file", "app.py", DIFF)
+
+
+class Host(App[None]):
+    def compose(self) -> ComposeResult:
+        yield Static("host")
+
+
+async def ask(request: ApprovalRequest, *keys: str, click: str | None = None) -> Decision:
+    app = Host()
+    async with app.run_test(size=(80, 24)) as pilot:
+        approver = TuiApprover(app)
+        task = asyncio.ensure_future(approver.decide(request))
+        await pilot.pause()
+        assert isinstance(app.screen, ApprovalModal)
+        if click:
+            await pilot.click(click)
+        await pilot.press(*keys)
+        decision = await asyncio.wait_for(task, 5)
+        await pilot.pause()
+        assert not isinstance(app.screen, ApprovalModal)
+        return decision
+
+
+@pytest.mark.parametrize(
+    ("keys", "click", "expected"),
+    [
+        (("a",), None, Decision.ALLOW_ONCE),
+        (("p",), None, Decision.ALLOW_PREFIX),
+        (("d",), None, Decision.DENY),
+        (("escape",), None, Decision.DENY),
+        ((), "#allow-once", Decision.ALLOW_ONCE),
+        ((), "#allow-prefix", Decision.ALLOW_PREFIX),
+        ((), "#deny", Decision.DENY),
+        (("enter",), None, Decision.DENY),  # the focused default is "deny"
+    ],
+)
+async def test_the_approval_modal_returns_each_decision(
+    keys: tuple[str, ...], click: str | None, expected: Decision
+) -> None:
+    assert await ask(SHELL, *keys, click=click) is expected
+
+
+async def test_a_write_offers_no_prefix_and_shows_the_diff() -> None:
+    app = Host()
+    async with app.run_test(size=(80, 24)) as pilot:
+        task = asyncio.ensure_future(TuiApprover(app).decide(WRITE))
+        await pilot.pause()
+        modal = app.screen
+        assert isinstance(modal, ApprovalModal)
+        assert not modal.query("#allow-prefix")
+        shown = " ".join(str(s.render()) for s in modal.query(Static))
+        assert "Write app.py?" in shown and 'return f"hello {name}"' in shown
+        await pilot.press("p")  # not offered: nothing happens
+        await pilot.pause()
+        assert not task.done()
+        await pilot.press("a")
+        assert await asyncio.wait_for(task, 5) is Decision.ALLOW_ONCE
+
+
+async def test_a_cancelled_question_takes_the_modal_down() -> None:
+    app = Host()
+    async with app.run_test(size=(80, 24)) as pilot:
+        task = asyncio.ensure_future(TuiApprover(app).decide(SHELL))
+        await pilot.pause()
+        assert isinstance(app.screen, ApprovalModal)
+        task.cancel()
+        await pilot.pause()
+        await pilot.pause()
+        assert not isinstance(app.screen, ApprovalModal)
+
+
+async def test_tool_blocks_render_above_the_answer() -> None:
+    app = build_app(Settings(ui=UISettings(cursor_blink=False)), ScriptedAgentBackend())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press(*"fix greeting", "enter")
+        await app.screen.workers.wait_for_complete()
+        await pilot.pause()
+        chat = app.screen.query_one("#chat")
+        kinds = [type(w).__name__ for w in chat.children]
+        assert kinds == ["ChatMessage", "ToolCall", "ToolCall", "ToolCall", "ChatMessage"]
+        blocks = list(chat.query(ToolCall))
+        assert [b.block.name for b in blocks] == ["list_dir", "edit_file", "run_shell"]
+        assert [b.collapsed for b in blocks] == [True, False, True]  # the diff starts open
+        assert blocks[2].has_class("-failed")
+        assert str(blocks[0].title).startswith("✓ list_dir(path=.) · 3 ms")
+        assert "1.2 s" in str(blocks[2].title)
+        answer = list(chat.query(ChatMessage))[-1]
+        assert answer.text.startswith("Changed the greeting")
+        blocks[0].collapsed = False
+        await pilot.pause()
+        shown = " ".join(str(s.render()) for s in blocks[0].query(Static))
+        assert "README.md" in shown and '"path": "."' in shown
+
+
+# --- AgentBackend on the fake server -------------------------------------------------------
+
+
+@pytest.fixture
+def srv() -> Iterator[FakeLlamaServer]:
+    with FakeLlamaServer(total_slots=2, n_ctx=8192) as server:
+        yield server
+
+
+def act(tool: str, **args: Any) -> Reply:
+    import json
+
+    return Reply(text=[json.dumps({"tool": tool, "args": args})])
+
+
+async def wait_for_modal(app: App[Any], pilot: Any) -> ApprovalModal:
+    for _ in range(200):
+        if isinstance(app.screen, ApprovalModal):
+            return app.screen
+        await pilot.pause(0.02)
+    raise AssertionError("the approval modal never appeared")
+
+
+async def test_agent_mode_asks_before_a_write_and_draws_the_tool_block(
+    srv: FakeLlamaServer, app_home: AppPaths, tmp_path: Path
+) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    srv.script(
+        act("write_file", path="hello.txt", content="hi\n"), act("finish", summary="Wrote it.")
+    )
+    settings = Settings(
+        server=ServerSettings(mode="external", url=srv.url), ui=UISettings(cursor_blink=False)
+    )
+    backend = AgentBackend(settings, app_home, ws)
+    app = build_app(settings, backend)
+    backend.approver = TuiApprover(app)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.screen.workers.wait_for_complete()
+        await pilot.press(*"write hello", "enter")
+        modal = await wait_for_modal(app, pilot)
+        assert modal.request.tool == "write_file" and modal.request.target == "hello.txt"
+        await pilot.press("a")
+        await pilot.pause()
+        main = app.screen
+        await main.workers.wait_for_complete()
+        await pilot.pause()
+        blocks = list(main.query(ToolCall))
+        assert [(b.block.name, b.block.ok) for b in blocks] == [("write_file", True)]
+        assert "+hi" in blocks[0].block.diff
+        assert list(main.query(ChatMessage))[-1].text == "Wrote it."
+    assert (ws / "hello.txt").read_text() == "hi\n"
+    saved = SessionStore.default(app_home).load(backend.session.id)
+    assert [t.outcome for t in saved.turns] == ["completed"]
+
+
+async def test_escape_cancels_an_agent_turn_and_it_is_saved_as_cancelled(
+    srv: FakeLlamaServer, app_home: AppPaths, tmp_path: Path
+) -> None:
+    srv.script(Reply(hang="first_token"))
+    settings = Settings(server=ServerSettings(mode="external", url=srv.url))
+    backend = AgentBackend(settings, app_home, tmp_path)
+    app = build_app(settings, backend)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.screen.workers.wait_for_complete()
+        await pilot.press(*"wait", "enter")
+        for _ in range(200):
+            if any(r.slot is not None for r in srv.requests):
+                break
+            await pilot.pause(0.02)
+        await pilot.press("escape")
+        await app.screen.workers.wait_for_complete()
+        await pilot.pause()
+        answer = list(app.screen.query(ChatMessage))[-1]
+        assert answer.has_class("-partial")
+    saved = SessionStore.default(app_home).load(backend.session.id)
+    assert saved.messages[0].content == "wait"
+    assert [t.outcome for t in saved.turns] == ["cancelled"]
