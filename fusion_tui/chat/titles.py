@@ -27,7 +27,8 @@ def clean_title(raw: str) -> str:
     """The first non-empty line, without a `Title:` label, quotes, markup or a final stop."""
     line = next((ln.strip() for ln in raw.splitlines() if ln.strip()), "")
     line = re.sub(r"^(session\s+)?title\s*[:\-]\s*", "", line, flags=re.IGNORECASE)
-    line = line.strip(" \t\"'`*#_").rstrip(".!:;,")
+    for _ in range(2):  # `"Title".` and `**Title**`: strip marks and stops in any order
+        line = line.strip(" \t\"'`*#_").rstrip(".!:;,")
     line = " ".join(line.split())
     if len(line) > TITLE_MAX_CHARS:
         line = line[:TITLE_MAX_CHARS].rsplit(" ", 1)[0] or line[:TITLE_MAX_CHARS]

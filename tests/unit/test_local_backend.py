@@ -1,0 +1,255 @@
+"""LocalBackend on the fake server: pins, the title side call, progress, the watch and the
+one no-data retry, the idle timeout, and warm resume (same server, restore, refusal)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fusion_tui.chat.events import Notice, Progress, ReplyDone
+from fusion_tui.paths import AppPaths
+from fusion_tui.server.types import StreamEnd
+from fusion_tui.sessions.store import SessionStore
+from tests.fakes.fake_server import FakeLlamaServer, Reply
+from tests.unit.local_fake import DiskFake, fast_settings, started, turn
+
+
+@pytest.fixture
+def paths(tmp_path: Path) -> AppPaths:
+    root = tmp_path / "home"
+    return AppPaths(root / "config", root / "data", root / "state", root / "log")
+
+
+@pytest.fixture
+def slot_dir(tmp_path: Path) -> Path:
+    folder = tmp_path / "slots"
+    folder.mkdir()
+    return folder
+
+
+@pytest.fixture
+def srv(slot_dir: Path) -> Iterator[DiskFake]:
+    with DiskFake(slot_dir, total_slots=4, n_ctx=4096) as server:
+        yield server
+
+
+def completions(srv: FakeLlamaServer) -> list[int]:
+    """`id_slot` of every completion request the fake received."""
+    return [r.body.get("id_slot", -1) for r in srv.requests if r.path.startswith("/completion")]
+
+
+def done(events: list[object]) -> ReplyDone:
+    last = events[-1]
+    assert isinstance(last, ReplyDone)
+    return last
+
+
+async def test_first_turn_unpinned_then_every_turn_on_the_pinned_slot(
+    srv: DiskFake, paths: AppPaths, slot_dir: Path
+) -> None:
+    backend = await started(srv, paths, slot_dir)
+    first = await turn(backend, "hello there")
+    second = await turn(backend, "and again")
+    await backend.close()
+    pinned = backend.session.pinned_slot
+    assert pinned is not None and completions(srv) == [-1, pinned]
+    end = next(e for e in second if isinstance(e, StreamEnd))
+    assert end.id_slot == pinned and end.timings.cache_n > 0
+    assert done(first).outcome == done(second).outcome == "completed"
+    assert done(second).note.startswith(f"slot {pinned} · ")
+
+
+async def test_title_side_call_never_uses_the_sessions_slot(
+    srv: DiskFake, paths: AppPaths, slot_dir: Path
+) -> None:
+    backend = await started(srv, paths, slot_dir)
+    await turn(backend, "please refactor the parser module")
+    own = backend.session.pinned_slot
+    srv.script(Reply(text=['"Parser', " refactor", '."']))
+    title = await backend.make_title()
+    await backend.close()
+    side = completions(srv)[-1]
+    assert title == "Parser refactor"
+    assert side != own and 0 <= side < 4
+    body = [r.body for r in srv.requests if r.path.startswith("/completion")][-1]
+    assert body["n_predict"] <= 32 and "<assistant>" in body["prompt"]
+    assert len(body["prompt"]) < 600  # only the first message, not the session
+    stored = SessionStore.default(paths).load(backend.session.id)
+    assert stored.title == "Parser refactor"
+    assert [r.side_call for r in stored.requests] == [False, True]
+    assert stored.pinned_slot == own  # the side call did not move the pin
+
+
+async def test_progress_events_carry_rate_and_eta(
+    srv: DiskFake, paths: AppPaths, slot_dir: Path
+) -> None:
+    backend = await started(srv, paths, slot_dir)
+    srv.script(Reply(prompt_seconds=0.2, progress_steps=4))
+    events = await turn(backend, "x" * 800)
+    await backend.close()
+    progress = [e for e in events if isinstance(e, Progress)]
+    assert len(progress) == 5
+    processed = [p.processed for p in progress]
+    assert processed == sorted(processed) and processed[-1] == progress[-1].total
+    assert all(p.tok_s and p.tok_s > 0 for p in progress[1:])
+    assert progress[1].eta_s is not None and progress[-1].eta_s == 0
+    assert "reading prompt" in progress[1].label()
+
+
+async def test_a_request_that_gets_no_data_is_retried_once_on_the_same_slot(
+    srv: DiskFake, paths: AppPaths, slot_dir: Path
+) -> None:
+    backend = await started(srv, paths, slot_dir)
+    await turn(backend, "first")
+    pinned = backend.session.pinned_slot
+    srv.script(Reply(hang="queued"), Reply(text=["ok"]))
+    events = await turn(backend, "second")
+    await backend.close()
+    notices = [e.text for e in events if isinstance(e, Notice)]
+    assert completions(srv) == [-1, pinned, pinned]
+    assert len(notices) == 1 and f"retrying once on slot {pinned}" in notices[0]
+    assert "no first token" in notices[0]
+    assert done(events).outcome == "completed"
+
+
+async def test_two_no_data_aborts_end_the_turn_without_a_third_try(
+    srv: DiskFake, paths: AppPaths, slot_dir: Path
+) -> None:
+    backend = await started(srv, paths, slot_dir)
+    await turn(backend, "first")
+    pinned = backend.session.pinned_slot
+    srv.script(Reply(hang="queued"), Reply(hang="queued"))
+    events = await turn(backend, "second")
+    srv.release()
+    await backend.close()
+    assert completions(srv) == [-1, pinned, pinned]
+    end = done(events)
+    assert end.outcome == "error" and "after one retry" in end.note
+    assert backend.session.turns[-1].outcome == "error"
+
+
+async def test_a_stream_idle_after_its_first_bytes_ends_with_a_clear_message(
+    srv: DiskFake, paths: AppPaths, slot_dir: Path
+) -> None:
+    backend = await started(srv, paths, slot_dir)
+    srv.script(Reply(text=["partial", " rest"], hang="mid_stream"))
+    events = await turn(backend, "tell me")
+    srv.release()
+    await backend.close()
+    end = done(events)
+    assert end.outcome == "error" and end.partial
+    assert "no bytes from llama-server for 0.3 s" in end.note and "partial answer" in end.note
+    assert completions(srv) == [-1]  # data had arrived: no retry
+    last = backend.session.messages[-1]
+    assert (last.content, last.partial) == ("partial", True)
+
+
+async def test_resume_on_the_same_server_goes_unpinned_and_lands_warm(
+    srv: DiskFake, paths: AppPaths, slot_dir: Path
+) -> None:
+    one = await started(srv, paths, slot_dir)
+    await turn(one, "a question about the build")
+    await turn(one, "a follow-up")
+    pinned = one.session.pinned_slot
+    await one.close()
+    two = await started(srv, paths, slot_dir, resume=one.session.id)
+    events = await turn(two, "one more")
+    await two.close()
+    assert completions(srv)[-1] == -1
+    end = next(e for e in events if isinstance(e, StreamEnd))
+    total = end.timings.cache_n + end.timings.prompt_n
+    assert end.id_slot == pinned and end.timings.cache_n >= 0.9 * total
+    assert done(events).note.startswith(f"resumed on slot {pinned} · ")
+
+
+async def test_resume_on_a_new_daemon_restores_the_saved_slot_first(
+    paths: AppPaths, slot_dir: Path
+) -> None:
+    with DiskFake(slot_dir, total_slots=4, n_ctx=4096) as old:
+        one = await started(old, paths, slot_dir, pid=1)
+        await turn(one, "a question about the build")
+        await one.close()  # leaves the session: its slot is saved
+    assert (slot_dir / f"{one.session.id}.kv").is_file()
+    assert (slot_dir / f"{one.session.id}.kv.json").is_file()
+    with DiskFake(slot_dir, total_slots=4, n_ctx=4096) as new:
+        two = await started(new, paths, slot_dir, pid=2, resume=one.session.id)
+        events = await turn(two, "one more")
+        await two.close()
+    restores = [r for r in new.requests if "action=restore" in r.path]
+    assert len(restores) == 1
+    slot = int(restores[0].path.split("/")[2].split("?")[0])
+    assert completions(new) == [slot]  # named, not -1
+    notices = [e.text for e in events if isinstance(e, Notice)]
+    assert notices[0].startswith(f"restored the saved slot into slot {slot}")
+    end = next(e for e in events if isinstance(e, StreamEnd))
+    before = one.session.requests[-1]
+    assert end.timings.cache_n >= before.prompt_n + before.cache_n  # the whole old prompt
+    assert done(events).note.startswith(f"resumed (restored from disk) on slot {slot} · ")
+
+
+async def test_a_slot_saved_with_another_context_is_refused_with_the_reason(
+    paths: AppPaths, slot_dir: Path
+) -> None:
+    with DiskFake(slot_dir, total_slots=4, n_ctx=4096) as old:
+        one = await started(old, paths, slot_dir, pid=1)
+        await turn(one, "a question")
+        await one.close()
+    with DiskFake(slot_dir, total_slots=4, n_ctx=2048) as new:
+        two = await started(new, paths, slot_dir, pid=2, resume=one.session.id)
+        events = await turn(two, "again")
+        await two.close()
+    assert not [r for r in new.requests if "action=restore" in r.path]
+    assert completions(new) == [-1]
+    notice = next(e.text for e in events if isinstance(e, Notice))
+    assert notice == (
+        "cold start: the saved slot does not fit: it was saved with a 4,096-token slot "
+        "context, the server now has 2,048"
+    )
+    assert " cold on slot " in done(events).note
+
+
+async def test_a_changed_model_file_is_refused(
+    paths: AppPaths, slot_dir: Path, tmp_path: Path
+) -> None:
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF" + b"\0" * 100)
+    with DiskFake(slot_dir, model_path=str(model)) as old:
+        one = await started(old, paths, slot_dir, pid=1)
+        await turn(one, "a question")
+        await one.close()
+    model.write_bytes(b"GGUF" + b"\0" * 200)
+    with DiskFake(slot_dir, model_path=str(model)) as new:
+        two = await started(new, paths, slot_dir, pid=2, resume=one.session.id)
+        events = await turn(two, "again")
+        await two.close()
+    notice = next(e.text for e in events if isinstance(e, Notice))
+    assert (
+        notice
+        == "cold start: the saved slot does not fit: the model file m.gguf changed since the save"
+    )
+    assert completions(new) == [-1]
+
+
+async def test_an_external_server_resumes_cold_with_a_note(paths: AppPaths) -> None:
+    with FakeLlamaServer() as old:
+        one = await started(old, paths, None, pid=1)
+        await turn(one, "a question")
+        await one.close()
+    with FakeLlamaServer() as new:
+        two = await started(new, paths, None, pid=2, resume=one.session.id)
+        events = await turn(two, "again")
+        await two.close()
+    assert [e.text for e in events if isinstance(e, Notice)] == [
+        "cold start: this server keeps no saved slots (not a managed launch)"
+    ]
+
+
+async def test_watch_off_still_completes(srv: DiskFake, paths: AppPaths, slot_dir: Path) -> None:
+    backend = await started(srv, paths, slot_dir, settings=fast_settings(progress_watch=False))
+    events = await turn(backend, "hi")
+    polls = [r for r in srv.requests if r.path == "/slots"]
+    await backend.close()
+    assert done(events).outcome == "completed"
+    assert not polls
