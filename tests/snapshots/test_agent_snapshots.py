@@ -1,0 +1,72 @@
+"""Snapshots of agent mode at 80×24: tool-call blocks in the chat, and the approval modal.
+
+Fed by scripted backends (no server, no clock, no blink), so every pixel is deterministic.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fusion_tui.agent.approval import ApprovalRequest
+from fusion_tui.config import Settings
+from fusion_tui.config.settings import UISettings
+from fusion_tui.tui.app import build_app
+from fusion_tui.tui.screens.approval import ApprovalModal
+from tests.tui.scripted_agent_backend import DIFF, ScriptedAgentBackend
+from tests.tui.scripted_backend import ScriptedBackend
+
+SETTINGS = Settings(ui=UISettings(cursor_blink=False))
+
+
+async def _settle(pilot: Any) -> None:
+    await pilot.app.screen.workers.wait_for_complete()
+    await pilot.pause()
+    pilot.app.clear_notifications()  # the "server ready" toast would cover the bottom right
+    await pilot.pause()
+
+
+def test_tool_call_blocks_in_the_chat(snap_compare: Any) -> None:
+    """You should see the user's message, then three tool blocks: `✓ list_dir(path=.) · 3 ms`
+    folded, `✓ edit_file(...) · 41 ms` open with its arguments, result and a coloured diff, and
+    `✗ run_shell(command=pytest -q) · 1.2 s` folded with a red edge; the answer text is below
+    (scroll position: anchored to the newest, so the top may be cut at 80×24)."""
+
+    async def run_before(pilot: Any) -> None:
+        await _settle(pilot)
+        await pilot.press(*"fix greeting", "enter")
+        await _settle(pilot)
+
+    app = build_app(SETTINGS, ScriptedAgentBackend())
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+def test_approval_modal_for_a_write(snap_compare: Any) -> None:
+    """You should see a modal titled "The agent wants to use edit_file", the question
+    "Write app.py?", the diff with one red and one green line, and two buttons: "Allow once"
+    and "Deny" (focused); no "always allow" button for a write."""
+
+    async def run_before(pilot: Any) -> None:
+        await _settle(pilot)
+        await pilot.app.push_screen(
+            ApprovalModal(ApprovalRequest("write", "edit_file", "app.py", DIFF))
+        )
+        await pilot.pause()
+
+    app = build_app(SETTINGS, ScriptedBackend())
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+def test_approval_modal_for_a_command(snap_compare: Any) -> None:
+    """You should see "Run this command in the workspace?", the line `$ git status -s`, and three
+    buttons: "Allow once", "Always allow “git status” here" and "Deny" (focused)."""
+
+    async def run_before(pilot: Any) -> None:
+        await _settle(pilot)
+        request = ApprovalRequest(
+            "shell", "run_shell", "git status -s", "git status -s", "git status"
+        )
+        await pilot.app.push_screen(ApprovalModal(request))
+        await pilot.pause()
+
+    app = build_app(SETTINGS, ScriptedBackend())
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
