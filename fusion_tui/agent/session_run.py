@@ -188,6 +188,7 @@ def agent_config(settings: Any, **overrides: Any) -> AgentConfig:
         "max_duration_ms": settings.agent.task.max_duration_ms,
         "finalization_ms": settings.agent.task.finalization_ms,
         "n_predict": settings.llm.max_tokens,
+        "summary_n_predict": min(AgentConfig.summary_n_predict, settings.llm.max_tokens),
         "sampling": {"temperature": settings.llm.temperature},
     }
     values.update({k: v for k, v in overrides.items() if v is not None})
