@@ -8,19 +8,16 @@ Why a separate layer: `loop.run_task` knows nothing about daemons, pins or files
   and whatever happens (completed, cancelled from outside, a crash) the turn is saved after it:
   tool calls and results, request telemetry, the outcome, and the packer's transcript.
 
-The packer's transcript lives beside the session file, in `<sessions>/agent/<id>.json`, because
-the session schema has no field for it; a resumed session rebuilds its packer from it with the
-current frame and prefix, so on the same daemon the prompt is byte-identical to the last one.
+The packer's transcript lives beside the session file (`transcript.py`); a resumed session
+rebuilds its packer from it, so on the same daemon the prompt is byte-identical to the last one.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from fusion_tui.agent.approval import ApprovalGate, Approver
@@ -48,12 +45,12 @@ from fusion_tui.agent.prompt import (
 from fusion_tui.agent.request import CompletionFn
 from fusion_tui.agent.tools.registry import CORE_TOOLS
 from fusion_tui.agent.tools.workspace import Workspace
+from fusion_tui.agent.transcript import load_transcript, save_transcript
 from fusion_tui.runtime import Connection
 from fusion_tui.server.probe import model_display_name
 from fusion_tui.server.types import StreamEvent
 from fusion_tui.sessions import model as sm
-from fusion_tui.sessions.model import SessionFileError
-from fusion_tui.sessions.store import SessionStore, SessionStoreError, atomic_write
+from fusion_tui.sessions.store import SessionStore, SessionStoreError
 from fusion_tui.slots.gate import OnWait, SlotGate, slots_busy_probe
 from fusion_tui.slots.pins import SlotPool
 
@@ -193,49 +190,6 @@ def agent_config(settings: Any, **overrides: Any) -> AgentConfig:
     }
     values.update({k: v for k, v in overrides.items() if v is not None})
     return AgentConfig(**values)
-
-
-# --- the packer beside the session --------------------------------------------------------------
-
-
-def packer_path(store: SessionStore, session_id: str) -> Path:
-    return store.path_for(session_id).parent / "agent" / f"{session_id}.json"
-
-
-def load_transcript(store: SessionStore, session_id: str) -> dict[str, Any] | None:
-    """The stored packer state, None when there is none; a damaged file is a `SessionFileError`."""
-    path = packer_path(store, session_id)
-    try:
-        data = json.loads(path.read_text("utf-8"))
-        msgs = [_message(m) for m in data["messages"]]
-        PromptPacker(TemplateFrame.chatml(), "", list(msgs))  # alternation is checked here
-        archived = data.get("archived", [])
-        if not isinstance(archived, list):
-            raise ValueError("'archived' is not a list")
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise SessionFileError(
-            f"the agent transcript is damaged ({exc}); move it away to start the transcript afresh",
-            path=str(path),
-        ) from exc
-    return {"messages": msgs, "archived": archived}
-
-
-def _message(raw: Any) -> Message:
-    role = raw["role"]
-    if role not in ("user", "assistant"):
-        raise ValueError(f"a message role is {role!r}, not user or assistant")
-    return Message(role, str(raw["text"]), str(raw.get("kind", "")))
-
-
-def save_transcript(
-    store: SessionStore, session_id: str, packer: PromptPacker, archived: list[dict[str, Any]]
-) -> None:
-    path = packer_path(store, session_id)
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    data = {**packer.to_dict(), "archived": archived}
-    atomic_write(path, json.dumps(data, ensure_ascii=False, indent=1).encode("utf-8"))
 
 
 def resume_packer(host: AgentHost, messages: list[Message]) -> PromptPacker:

@@ -19,12 +19,11 @@ from fusion_tui.agent.session_run import (
     AgentHost,
     SessionRunner,
     gated_completion,
-    load_transcript,
     machine_facts,
     open_session,
-    packer_path,
 )
 from fusion_tui.agent.tools.workspace import Workspace
+from fusion_tui.agent.transcript import load_transcript, packer_path
 from fusion_tui.runtime import Connection
 from fusion_tui.server.client import LlamaClient
 from fusion_tui.server.probe import ProbeResult
