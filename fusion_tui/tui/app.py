@@ -2,31 +2,221 @@
 
 from __future__ import annotations
 
-from textual.app import App
+import dataclasses
+import os
+from pathlib import Path
+from typing import ClassVar
+
+from textual.app import App, SystemCommand
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.theme import Theme
+from textual.widgets import Input, TextArea
 
 from fusion_tui.chat.backend import Backend
 from fusion_tui.config import Settings
+from fusion_tui.config.loader import config_path
+from fusion_tui.config.persist import PersistError, persist_setting
+from fusion_tui.paths import AppPaths
+from fusion_tui.theme_files import APP_VARIABLES
+from fusion_tui.tui import bindings as ids
+from fusion_tui.tui.bindings import APP_BINDINGS, CLOSE_BINDING, KeyRow, key_rows
+from fusion_tui.tui.commands import APP_COMMANDS, FusionCommands
+from fusion_tui.tui.screens.help import HelpScreen, KeySection
 from fusion_tui.tui.screens.main import MainScreen
+from fusion_tui.tui.screens.server_log import POLL_SECONDS, ServerLogScreen
+from fusion_tui.tui.themes import choose_theme, failures_message, install_themes, load_themes
+from fusion_tui.tui.widgets.prompt_input import PromptInput
+
+LOG_NAME = "llama-server.log"
 
 
 class FusionApp(App[None]):
     """Wiring only: settings and the backend come in; screens do the drawing."""
 
     TITLE = "fusion-tui"
+    COMMANDS = App.COMMANDS | {FusionCommands}
+    BINDINGS: ClassVar[list[BindingType]] = [
+        *APP_BINDINGS,
+        Binding("ctrl+c", "help_quit", show=False, system=True),
+    ]
+    inherit_bindings = False  # our quit binding has an id, so it can be remapped
 
-    def __init__(self, settings: Settings, backend: Backend, *, autostart: bool = True) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        backend: Backend,
+        *,
+        autostart: bool = True,
+        paths: AppPaths | None = None,
+        config_file: Path | None = None,
+    ) -> None:
         super().__init__()
         self.settings = settings
         self.backend = backend
         self.autostart = autostart
         self.cursor_blink = settings.ui.cursor_blink
+        self.paths = paths
+        """None (tests): no user themes, no persisted choices, no server log file."""
+        self.config_file = config_file or (
+            config_path(paths.config_file, os.environ) if paths else None
+        )
+        self.keymap, self._keymap_problems = ids.keymap_from_settings(settings.ui.keys)
+        self.theme_catalog = load_themes(paths.themes_dir if paths else None)
+        self._saved_theme = settings.ui.theme
+        self._persist_problems: set[str] = set()
+        self.log_poll_seconds: float | None = POLL_SECONDS
+        """Server-log polling; tests set None to read the file once per showing."""
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        return dict(APP_VARIABLES)
 
     def on_mount(self) -> None:
+        self.set_keymap(self.keymap)
+        install_themes(self, self.theme_catalog)
+        theme_problem = choose_theme(self, self.settings.ui.theme)
+        self._saved_theme = self.theme
+        self.theme_changed_signal.subscribe(self, self._persist_theme)
         self.push_screen(MainScreen(self.backend, autostart=self.autostart))
+        if self.theme_catalog.failures:
+            self.notify(
+                failures_message(self.theme_catalog.failures),
+                title="Theme files",
+                severity="warning",
+                timeout=20,
+                markup=False,
+            )
+        if theme_problem:
+            self.notify(theme_problem, title="Theme", severity="warning", markup=False)
+        if self._keymap_problems:
+            self.notify(
+                "\n".join(self._keymap_problems),
+                title="Keys",
+                severity="warning",
+                timeout=20,
+                markup=False,
+            )
 
     async def on_unmount(self) -> None:
         await self.backend.close()
 
+    # --- themes ---------------------------------------------------------------------------------
 
-def build_app(settings: Settings, backend: Backend, *, autostart: bool = True) -> FusionApp:
-    return FusionApp(settings, backend, autostart=autostart)
+    def _persist_theme(self, theme: Theme) -> None:
+        """The user picked a theme: write `ui.theme` (once per change; failures said once)."""
+        if theme.name == self._saved_theme:
+            return
+        self._saved_theme = theme.name
+        self.settings = dataclasses.replace(
+            self.settings, ui=dataclasses.replace(self.settings.ui, theme=theme.name)
+        )
+        if self.config_file is None:
+            return
+        try:
+            persist_setting(self.config_file, "ui.theme", theme.name)
+        except (PersistError, OSError) as exc:
+            message = f"Theme {theme.name!r} is used now but not saved: {exc}"
+            if message not in self._persist_problems:
+                self._persist_problems.add(message)
+                self.notify(message, title="Theme", severity="warning", markup=False)
+
+    def get_system_commands(self, screen: Screen[object]) -> list[SystemCommand]:
+        # our "Switch theme…" replaces Textual's "Theme"
+        return [c for c in super().get_system_commands(screen) if c.title != "Theme"]
+
+    # --- keys and help --------------------------------------------------------------------------
+
+    def key_for(self, binding_id: str) -> str:
+        """The keys bound to `binding_id` as shown to the user (after the keymap)."""
+        for row in [*self.help_sections()[0][1], *self._main_rows()]:
+            if row.binding_id == binding_id:
+                return row.keys
+        return ""
+
+    def _main_rows(self) -> list[KeyRow]:
+        return key_rows(self, MainScreen.BINDINGS, self.keymap)
+
+    def help_sections(self) -> list[KeySection]:
+        everywhere = key_rows(self, [*APP_BINDINGS, CLOSE_BINDING], self.keymap)
+        prompt = [
+            KeyRow("enter", "Send the message", ""),
+            *key_rows(self, PromptInput.BINDINGS, self.keymap),
+        ]
+        return [
+            ("Everywhere", everywhere),
+            ("Main screen", self._main_rows()),
+            ("Prompt box", prompt),
+        ]
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "toggle_help" and parameters == ("typed",):
+            # `?` is a character first: it opens help only from an empty prompt box
+            focused = self.focused
+            if isinstance(focused, Input) or (isinstance(focused, TextArea) and focused.text):
+                return False
+        return True
+
+    def action_toggle_help(self, how: str = "") -> None:
+        if isinstance(self.screen, HelpScreen):
+            self.screen.dismiss()
+            return
+        sections = self.help_sections()
+        keys = {row.binding_id: row.keys for _, rows in sections for row in rows}
+        self.push_screen(
+            HelpScreen(sections, APP_COMMANDS, keys, keys.get(ids.COMMAND_PALETTE, ""))
+        )
+
+    # --- screens and commands -------------------------------------------------------------------
+
+    @property
+    def server_log_path(self) -> Path | None:
+        return self.paths.log_dir / LOG_NAME if self.paths else None
+
+    def action_toggle_server_log(self) -> None:
+        if isinstance(self.screen, ServerLogScreen):
+            self.screen.dismiss()
+            return
+        self.push_screen(ServerLogScreen(self.server_log_path, poll_seconds=self.log_poll_seconds))
+
+    def action_open_config_location(self) -> None:
+        if self.config_file is None or self.paths is None:
+            self.notify("This app was started without a config folder.", title="Config")
+            return
+        self.copy_to_clipboard(str(self.config_file.parent))
+        self.notify(
+            f"Config file: {self.config_file}\nUser themes: {self.paths.themes_dir}\n"
+            "(folder path copied to the clipboard)",
+            title="Config",
+            markup=False,
+        )
+
+    def not_available(self, what: str) -> None:
+        self.notify(f"{what}: not available yet.", title="Not available yet")
+
+    def action_new_session(self) -> None:
+        self.not_available("New session")
+
+    def action_open_sessions(self) -> None:
+        self.not_available("Sessions")
+
+    def action_open_wizard(self) -> None:
+        self.not_available("Launch model")
+
+    def action_toggle_slot_map(self) -> None:
+        self.not_available("Slot map")
+
+    def action_stop_server(self) -> None:
+        self.not_available("Stop server")
+
+
+def build_app(
+    settings: Settings,
+    backend: Backend,
+    *,
+    autostart: bool = True,
+    paths: AppPaths | None = None,
+    config_file: Path | None = None,
+) -> FusionApp:
+    """`paths` enables user themes, the persisted theme choice and the server log; the CLI
+    passes `AppPaths.default()`. `config_file` defaults to the one the CLI loads."""
+    return FusionApp(settings, backend, autostart=autostart, paths=paths, config_file=config_file)

@@ -22,8 +22,10 @@ from fusion_tui.chat.events import (
     ToolBlock,  # agent mode: tool-call blocks
 )
 from fusion_tui.status import ServerStatus, turn_summary
+from fusion_tui.tui.bindings import MAIN_SCREEN_BINDINGS
 from fusion_tui.tui.widgets.chat_view import ChatView
 from fusion_tui.tui.widgets.prompt_input import PromptInput
+from fusion_tui.tui.widgets.slot_map import SlotMap
 from fusion_tui.tui.widgets.status_line import StatusLine
 from fusion_tui.tui.widgets.tool_call import ToolCall
 
@@ -34,6 +36,7 @@ class MainScreen(Screen[None]):
     BINDINGS = [
         Binding("escape", "cancel_reply", "Cancel", id="cancel"),
         Binding("ctrl+l", "focus_prompt", "Prompt", id="focus-prompt", show=False),
+        *MAIN_SCREEN_BINDINGS,
     ]
 
     DEFAULT_CSS = """
@@ -92,6 +95,65 @@ class MainScreen(Screen[None]):
             return
         self.report_status(status)
         self.app.notify(status.summary(), title="Server")
+        await self.mount_slot_map()
+
+    async def mount_slot_map(self) -> None:
+        """Beside the chat once the server is up, when the backend can read `/slots`."""
+        slots_fn = getattr(self.backend, "slots", None)
+        settings = getattr(self.app, "settings", None)
+        if slots_fn is None or (settings is not None and not settings.ui.slot_map):
+            return
+        if self.query(SlotMap):
+            return
+        owners_fn = getattr(self.backend, "slot_owners", None)
+        totals_fn = getattr(self.backend, "prompt_totals", None)
+        slot_map = SlotMap(slots_fn, owners_fn, prompt_totals_fn=totals_fn, id="slots")
+        await self.query_one("#body").mount(slot_map)
+
+    def action_toggle_slot_map(self) -> None:
+        for slot_map in self.query(SlotMap):
+            slot_map.display = not slot_map.display
+
+    @on(SlotMap.SlotSelected)
+    async def open_slot_session(self, event: SlotMap.SlotSelected) -> None:
+        owner_session = getattr(self.backend, "session_on_slot", None)
+        session_id = owner_session(event.slot_id) if owner_session else None
+        if session_id:
+            await self.open_session(session_id)
+        else:
+            self.app.notify(f"slot {event.slot_id} holds no session of this app")
+
+    def action_sessions(self) -> None:
+        from fusion_tui.sessions.store import SessionStore
+        from fusion_tui.tui.screens.sessions import SessionsScreen
+
+        store = getattr(self.backend, "store", None)
+        if not isinstance(store, SessionStore):
+            self.app.notify("sessions are not available with this backend")
+            return
+
+        async def chosen(session_id: str | None) -> None:
+            if session_id:
+                await self.open_session(session_id)
+
+        self.app.push_screen(SessionsScreen(store), chosen)
+
+    async def open_session(self, session_id: str) -> None:
+        """Switch the chat to another saved session; its next request rides its warm slot."""
+        if self.reply_running:
+            self.app.notify("A reply is still streaming; Esc cancels it first.")
+            return
+        switch = getattr(self.backend, "open_session", None)
+        if switch is None:
+            return
+        try:
+            await switch(session_id)
+        except Exception as exc:
+            self.app.notify(str(exc).splitlines()[0], title="Sessions", severity="error")
+            return
+        await self.chat.clear_messages()
+        for role, text in self.backend.history():
+            await self.chat.add_message(role, text)
 
     @on(PromptInput.Submitted)
     async def send(self, event: PromptInput.Submitted) -> None:
