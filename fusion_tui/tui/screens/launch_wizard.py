@@ -1,0 +1,585 @@
+"""Provides `LaunchWizard`: pick a GGUF, check the measured fit, launch it and see it proven.
+
+Three steps in one modal (a `ContentSwitcher`): 1 pick a model (recent models, the demo model, a
+path or a `.gguf`-only file tree); 2 the header facts, the memory budget and fitted context, the
+`--swa-full` verdict and the prefix-reuse class, with an editable slot count that re-fits live;
+3 the launch, stage by stage, then the ready line with measured tok/s and the KV estimate against
+the server's allocation. Header reads and fits run in workers on this screen (dismissing it
+cancels them); the launcher is injected (`runtime.connect` by default) so tests use a fake. The
+words come from `fusion_tui.fit.summary`, which is tested without Textual.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar, Protocol
+
+from rich.table import Table
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.reactive import reactive
+from textual.screen import ModalScreen
+from textual.widgets import Button, ContentSwitcher, DirectoryTree, Input, OptionList, Static
+from textual.widgets.option_list import Option
+
+from fusion_tui.config import Settings
+from fusion_tui.demo_model import DEMO_NAME, demo_model_path
+from fusion_tui.fit.launch_plan import LaunchPlan, plan_launch
+from fusion_tui.fit.summary import SummaryRow, kv_check_line, plan_rows, step_titles
+from fusion_tui.models_registry import ModelsRegistry
+from fusion_tui.paths import AppPaths
+from fusion_tui.runtime import Connection, StatusReport, connect
+from fusion_tui.server.errors import DaemonStartError
+from fusion_tui.server.probe import model_display_name, ready_line
+from fusion_tui.status import ServerStatus
+
+MAX_SLOTS = 64
+PICK, PLAN, LAUNCH = 1, 2, 3
+_STEP_IDS = {PICK: "step-pick", PLAN: "step-plan", LAUNCH: "step-launch"}
+
+
+class Launcher(Protocol):
+    """What the wizard calls to launch: `runtime.connect` or anything shaped like it."""
+
+    def __call__(
+        self,
+        settings: Settings,
+        paths: AppPaths,
+        report: StatusReport | None = None,
+        *,
+        model: str | None = None,
+        parallel: int | None = None,
+        ctx: int | None = None,
+    ) -> Awaitable[Connection]: ...
+
+
+Planner = Callable[[Path, int], LaunchPlan]
+
+
+@dataclass(frozen=True)
+class LaunchChoice:
+    """The wizard's result: the model and slot count that are now being served."""
+
+    model_path: Path
+    parallel: int
+    plan: LaunchPlan
+    connection: Connection
+    """The ready connection the launcher returned (the caller owns its client from now on)."""
+
+
+def plan_with_settings(settings: Settings, model: Path, parallel: int) -> LaunchPlan:
+    """The plan `runtime.plan_spec` makes for the same model and slots, without fallback: the
+    wizard refuses an unreadable header with its reason rather than guessing."""
+    m = settings.local_models.managed
+    return plan_launch(
+        model, parallel, m.ctx, m.ubatch, m.cache_type_k, m.cache_type_v, m.kv_unified,
+        m.swa_full, m.min_ctx, max_ctx=m.max_ctx, memory_bytes=m.memory_bytes,
+        flash_attn=m.flash_attn, allow_fallback=False,
+    )  # fmt: skip
+
+
+def check_model_path(text: str) -> Path:
+    """The GGUF named by `text`; `ValueError` with a one-line reason when it cannot be one."""
+    raw = text.strip()
+    if not raw:
+        raise ValueError("type the path of a .gguf file")
+    path = Path(raw).expanduser()
+    if path.is_dir():
+        raise ValueError(f"{raw} is a folder; pick a .gguf file inside it")
+    if path.suffix.lower() != ".gguf":
+        raise ValueError(f"{path.name} is not a .gguf file")
+    if not path.is_file():
+        raise ValueError(f"no file at {raw}")
+    return path
+
+
+def parse_slots(text: str) -> int:
+    """The slot count in `text`; `ValueError` with a one-line reason when out of range."""
+    try:
+        n = int(text.strip())
+    except ValueError:
+        raise ValueError(f"slots must be a whole number from 1 to {MAX_SLOTS}") from None
+    if not 1 <= n <= MAX_SLOTS:
+        raise ValueError(f"slots must be from 1 to {MAX_SLOTS}")
+    return n
+
+
+def display_path(path: Path) -> str:
+    """`~/...` for paths under the home folder."""
+    try:
+        return "~/" + str(path.relative_to(Path.home()))
+    except ValueError:
+        return str(path)
+
+
+def one_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]
+
+
+class GGUFTree(DirectoryTree):
+    """A file tree that shows folders and `.gguf` files only (no hidden entries)."""
+
+    def filter_paths(self, paths: Iterable[Path]) -> Iterable[Path]:
+        return [p for p in paths if not p.name.startswith(".") and _dir_or_gguf(p)]
+
+
+def _dir_or_gguf(path: Path) -> bool:
+    try:
+        return path.is_dir() or path.suffix.lower() == ".gguf"
+    except OSError:
+        return False
+
+
+class LaunchWizard(ModalScreen[LaunchChoice | None]):
+    """Pick → check → launch. Esc closes (after a launch: keeps it and closes)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "close", "Close", id="close"),
+    ]
+
+    DEFAULT_CSS = """
+    LaunchWizard { align: center middle; }
+    LaunchWizard > #wizard-box {
+        width: 96%;
+        max-width: 120;
+        height: auto;
+        max-height: 100%;
+        border: round $primary;
+        border-title-color: $primary;
+        border-subtitle-color: $text-muted;
+        background: $surface;
+        padding: 0 1;
+    }
+    LaunchWizard #wizard-steps { height: 1; margin-bottom: 1; }
+    LaunchWizard ContentSwitcher { height: auto; }
+    LaunchWizard .step { height: auto; }
+    LaunchWizard .heading { color: $accent; text-style: bold; }
+    LaunchWizard #models { height: auto; max-height: 8; border: none; padding: 0; }
+    LaunchWizard #path-row { height: 1; margin-top: 1; }
+    LaunchWizard #path { width: 1fr; }
+    LaunchWizard #browse { margin-left: 1; }
+    LaunchWizard #tree { height: 10; border: none; }
+    LaunchWizard .error { color: $warning; height: auto; }
+    LaunchWizard #plan-scroll { height: auto; max-height: 16; scrollbar-size-vertical: 1; }
+    LaunchWizard #slots-row { height: 1; margin-top: 1; }
+    LaunchWizard #slots-label { width: auto; text-style: bold; padding-right: 1; }
+    LaunchWizard #slots { width: 8; }
+    LaunchWizard #slots-note { width: 1fr; color: $text-muted; padding-left: 1; }
+    LaunchWizard #launch-stages { height: auto; }
+    LaunchWizard #launch-result { height: auto; margin-top: 1; }
+    LaunchWizard #launch-result.-ready { color: $success; text-style: bold; }
+    LaunchWizard #launch-log {
+        height: auto;
+        max-height: 10;
+        color: $text-muted;
+        border-left: thick $error;
+        padding-left: 1;
+        display: none;
+    }
+    LaunchWizard #launch-log.-shown { display: block; }
+    LaunchWizard #wizard-buttons { height: 1; margin-top: 1; align-horizontal: right; }
+    LaunchWizard #wizard-buttons Button { margin-left: 2; }
+    """
+
+    step: reactive[int] = reactive(PICK, init=False)
+    """1 pick, 2 check the fit, 3 launch."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        paths: AppPaths | None = None,
+        *,
+        launcher: Launcher = connect,
+        registry: ModelsRegistry | None = None,
+        demo_path: Path | None = None,
+        find_demo: bool = True,
+        browse_root: Path | None = None,
+        show_path: Callable[[Path], str] = display_path,
+        planner: Planner | None = None,
+    ) -> None:
+        super().__init__()
+        self.settings = settings
+        self.paths = paths
+        self.launcher = launcher
+        self.registry = registry or (ModelsRegistry(paths.models_file) if paths else None)
+        self.demo_path = demo_path or (demo_model_path() if find_demo else None)
+        self.browse_root = browse_root or Path.home()
+        self.show_path = show_path
+        """How a path is shown (tests pass one that hides machine-specific folders)."""
+        self.planner: Planner = planner or (lambda m, n: plan_with_settings(settings, m, n))
+        self.choices: list[Path] = []
+        """The paths behind the options of the model list, in order."""
+        self.plan: LaunchPlan | None = None
+        self.rows: list[SummaryRow] = []
+        """The lines of step 2, as shown (see `fit.summary.plan_rows`)."""
+        self.stages: list[ServerStatus] = []
+        self.launch_state = "idle"
+        """`idle`, `launching`, `ready`, `failed`."""
+        self.launch_error = ""
+        self.plan_error = ""
+        """Why the current slot count cannot launch (empty: it can)."""
+        self.choice: LaunchChoice | None = None
+
+    # --- layout -------------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="wizard-box") as box:
+            box.border_title = "Launch a model"
+            box.border_subtitle = "esc closes"
+            yield Static(self._steps_text(), id="wizard-steps")
+            with ContentSwitcher(initial=_STEP_IDS[PICK]):
+                with Vertical(id="step-pick", classes="step"):
+                    yield Static("Recent models", classes="heading")
+                    yield OptionList(*self._model_options(), id="models")
+                    with Horizontal(id="path-row"):
+                        yield Input(placeholder="or the path of a .gguf file", id="path",
+                                    compact=True)  # fmt: skip
+                        yield Button("Browse…", id="browse", compact=True)
+                    yield Static("", id="pick-error", classes="error", markup=False)
+                with Vertical(id="step-plan", classes="step"):
+                    with VerticalScroll(id="plan-scroll"):
+                        yield Static("", id="plan-table")
+                    with Horizontal(id="slots-row"):
+                        yield Static("slots", id="slots-label")
+                        yield Input(id="slots", type="integer", max_length=3, compact=True)
+                        yield Static("edit to re-fit", id="slots-note", markup=False)
+                    yield Static("", id="plan-error", classes="error", markup=False)
+                with Vertical(id="step-launch", classes="step"):
+                    yield Static("", id="launch-stages", markup=False)
+                    yield Static("", id="launch-result", markup=False)
+                    yield Static("", id="launch-log", markup=False)
+            with Horizontal(id="wizard-buttons"):
+                yield Button("Back", id="back", compact=True)
+                yield Button("Next", id="next", variant="primary", compact=True)
+
+    def on_mount(self) -> None:
+        for field in self.query(Input):
+            field.cursor_blink = self.settings.ui.cursor_blink
+        self._sync_buttons()
+        models = self.query_one("#models", OptionList)
+        if models.option_count:
+            models.highlighted = 0
+            models.focus()
+        else:
+            self.query_one("#path", Input).focus()
+
+    def _model_options(self) -> list[Option]:
+        self.choices = []
+        options: list[Option] = []
+        seen: set[str] = set()
+        entries = self.registry.recent() if self.registry else []
+        for entry in entries:
+            path = Path(entry.path)
+            detail = self.show_path(path)
+            if entry.parallel:
+                detail += f" · last {entry.parallel} slot" + ("s" if entry.parallel > 1 else "")
+            options.append(self._option(model_display_name(path), detail))
+            self.choices.append(path)
+            seen.add(str(path.absolute()))
+        if self.demo_path is not None and str(self.demo_path.absolute()) not in seen:
+            options.append(self._option(DEMO_NAME, "the demo model, shipped with fusion-tui"))
+            self.choices.append(self.demo_path)
+        return options
+
+    def _option(self, name: str, detail: str) -> Option:
+        text = Text.assemble((name, "bold"), "  ", (detail, "dim"))
+        return Option(text, id=f"model-{len(self.choices)}")
+
+    def _steps_text(self) -> Text:
+        text = Text()
+        for i, (name, current) in enumerate(step_titles(self.step)):
+            if i:
+                text.append("  ›  ", style="dim")
+            text.append(name, style="bold reverse" if current else "dim")
+        return text
+
+    # --- step changes ---------------------------------------------------------------------------
+
+    def watch_step(self, step: int) -> None:
+        self.query_one(ContentSwitcher).current = _STEP_IDS[step]
+        self.query_one("#wizard-steps", Static).update(self._steps_text())
+        self._sync_buttons()
+        if step == PLAN:
+            self.query_one("#slots", Input).focus()
+        elif step == LAUNCH:
+            self.query_one("#next", Button).focus()
+
+    def _sync_buttons(self) -> None:
+        back = self.query_one("#back", Button)
+        primary = self.query_one("#next", Button)
+        back.display = self.step != PICK and self.launch_state != "ready"
+        back.disabled = self.launch_state == "launching"
+        if self.step == PICK:
+            primary.label, primary.disabled = "Next", False
+        elif self.step == PLAN:
+            primary.label = "Launch"
+            primary.disabled = self.plan is None or bool(self.plan_error)
+        else:
+            labels = {"launching": "Cancel", "ready": "Done", "failed": "Retry"}
+            primary.label = labels.get(self.launch_state, "Launch")
+            primary.disabled = False
+
+    def _set_plan_error(self, message: str) -> None:
+        self.plan_error = message
+        self.query_one("#plan-error", Static).update(message)
+        self._sync_buttons()
+
+    # --- step 1: pick ---------------------------------------------------------------------------
+
+    @on(OptionList.OptionSelected, "#models")
+    def _model_selected(self, event: OptionList.OptionSelected) -> None:
+        self.choose_model(self.choices[event.option_index])
+
+    @on(Input.Submitted, "#path")
+    def _path_submitted(self, event: Input.Submitted) -> None:
+        self._choose_typed_path(event.value)
+
+    def _choose_typed_path(self, text: str) -> None:
+        try:
+            path = check_model_path(text)
+        except ValueError as exc:
+            self._pick_error(str(exc))
+            return
+        self.choose_model(path)
+
+    @on(Button.Pressed, "#browse")
+    async def _toggle_tree(self) -> None:
+        """The tree is made on first use, so an unused picker reads no folders."""
+        found = self.query("#tree")
+        if not found:
+            tree = GGUFTree(self.browse_root, id="tree")
+            await self.query_one("#step-pick").mount(tree, after="#path-row")
+            tree.focus()
+            return
+        tree = found.first(GGUFTree)
+        tree.display = not tree.display
+        if tree.display:
+            tree.focus()
+
+    @on(DirectoryTree.FileSelected, "#tree")
+    def _tree_file(self, event: DirectoryTree.FileSelected) -> None:
+        event.stop()
+        self._choose_typed_path(str(event.path))
+
+    def _pick_error(self, message: str) -> None:
+        self.query_one("#pick-error", Static).update(message)
+
+    def choose_model(self, path: Path) -> None:
+        """Read `path`'s header and fit it (in a worker); on success show step 2."""
+        self._pick_error(f"reading {path.name}…")
+        self.read_model(path, self._initial_slots(path))
+
+    def _initial_slots(self, path: Path) -> int:
+        entry = self.registry.get(path) if self.registry else None
+        return (entry.parallel if entry and entry.parallel else None) or (
+            self.settings.local_models.managed.parallel
+        )
+
+    @work(exclusive=True, group="gguf-read", exit_on_error=False, description="read GGUF header")
+    async def read_model(self, path: Path, parallel: int) -> None:
+        try:
+            plan = await asyncio.to_thread(self.planner, path, parallel)
+        except (OSError, ValueError) as exc:  # GGUFError and KVConfigError are ValueErrors
+            self._pick_error(f"{path.name}: {one_line(exc)}")
+            return
+        self._pick_error("")
+        self._show_plan(plan)
+        slots = self.query_one("#slots", Input)
+        with self.prevent(Input.Changed):
+            slots.value = str(plan.parallel)
+        self.step = PLAN
+
+    # --- step 2: check the fit ------------------------------------------------------------------
+
+    def _show_plan(self, plan: LaunchPlan) -> None:
+        self.plan = plan
+        table = Table.grid(padding=(0, 2))
+        table.add_column(style="bold", no_wrap=True)
+        table.add_column(ratio=1)
+        self.rows = plan_rows(plan, self.show_path)
+        for row in self.rows:
+            table.add_row(row.label, Text(row.value, style="bold yellow" if row.warn else ""))
+        self.query_one("#plan-table", Static).update(table)
+        self._set_plan_error("")
+
+    @on(Input.Changed, "#slots")
+    def _slots_changed(self, event: Input.Changed) -> None:
+        if self.plan is None:
+            return
+        try:
+            parallel = parse_slots(event.value)
+        except ValueError as exc:
+            self.workers.cancel_group(self, "fit")
+            self._set_plan_error(str(exc))
+            return
+        if parallel != self.plan.parallel or self.plan_error:
+            self.query_one("#slots-note", Static).update("re-fitting…")
+            self.refit(self.plan.model_path, parallel)
+
+    @on(Input.Submitted, "#slots")
+    def _slots_submitted(self) -> None:
+        self.action_primary()
+
+    @work(exclusive=True, group="fit", exit_on_error=False, description="re-fit the context")
+    async def refit(self, path: Path, parallel: int) -> None:
+        try:
+            plan = await asyncio.to_thread(self.planner, path, parallel)
+        except (OSError, ValueError) as exc:
+            self.query_one("#slots-note", Static).update("edit to re-fit")
+            self._set_plan_error(one_line(exc))
+            return
+        self.query_one("#slots-note", Static).update("edit to re-fit")
+        self._show_plan(plan)
+
+    # --- step 3: launch -------------------------------------------------------------------------
+
+    def start_launch(self) -> None:
+        if self.plan is None:
+            return
+        self.stages = []
+        self.launch_state = "launching"
+        self.launch_error = ""
+        self.query_one("#launch-result", Static).update("")
+        self.query_one("#launch-result", Static).remove_class("-ready")
+        log = self.query_one("#launch-log", Static)
+        log.update("")
+        log.remove_class("-shown")
+        self._draw_stages()
+        self.step = LAUNCH
+        self._sync_buttons()
+        self.run_launch(self.plan)
+
+    def report(self, status: ServerStatus) -> None:
+        """The launcher's status callback: one line per stage."""
+        self.stages.append(status)
+        self._draw_stages()
+
+    def _draw_stages(self) -> None:
+        plan = self.plan
+        name = model_display_name(plan.model_path) if plan else "the model"
+        n = plan.parallel if plan else 0
+        lines = [
+            f"Launching {name} with {n} slot{'' if n == 1 else 's'}: /health answers 503 "
+            "while the model loads, 200 once it is ready.",
+            "",
+        ]
+        details = [s.detail or s.state for s in self.stages if s.state != "ready"]
+        for i, detail in enumerate(details):
+            last = i == len(details) - 1
+            mark = "…" if last and self.launch_state == "launching" else "✓"
+            if last and self.launch_state == "failed":
+                mark = "✗"
+            lines.append(f"{mark} {detail}")
+        if not details and self.launch_state == "launching":
+            lines.append("… starting")
+        self.query_one("#launch-stages", Static).update("\n".join(lines))
+
+    @work(exclusive=True, group="launch", exit_on_error=False, description="launch llama-server")
+    async def run_launch(self, plan: LaunchPlan) -> None:
+        paths = self.paths or AppPaths.default()
+        try:
+            conn = await self.launcher(
+                self.settings, paths, self.report, model=str(plan.model_path),
+                parallel=plan.parallel,
+            )  # fmt: skip
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # every failure is shown, the wizard stays open
+            self._launch_failed(exc)
+            return
+        self._launch_ready(plan, conn)
+
+    def _launch_failed(self, exc: Exception) -> None:
+        self.launch_state = "failed"
+        self.launch_error = one_line(exc)
+        self._draw_stages()
+        self.query_one("#launch-result", Static).update(f"The launch failed: {self.launch_error}")
+        tail = exc.log_tail if isinstance(exc, DaemonStartError) else ""
+        if tail:
+            log = self.query_one("#launch-log", Static)
+            log.update("last lines of the server log:\n" + tail)
+            log.add_class("-shown")
+        self._sync_buttons()
+
+    def _launch_ready(self, plan: LaunchPlan, conn: Connection) -> None:
+        self.launch_state = "ready"
+        self.choice = LaunchChoice(plan.model_path, plan.parallel, plan, conn)
+        self._draw_stages()
+        if conn.record is not None:
+            lines = [ready_line(conn.record, conn.probe)]
+            lines.append(kv_check_line(conn.record.kv_estimate_bytes,
+                                       conn.record.kv_allocated_bytes))  # fmt: skip
+        else:
+            lines = [conn.status.summary()]
+        result = self.query_one("#launch-result", Static)
+        result.update("\n".join(lines))
+        result.add_class("-ready")
+        if self.registry is not None:
+            try:
+                self.registry.remember(
+                    plan.model_path, parallel=plan.parallel, ctx=plan.ctx,
+                    prefix_reuse=plan.prefix_reuse,
+                    architecture=plan.facts.architecture if plan.facts else None,
+                )  # fmt: skip
+            except OSError as exc:
+                self.notify(f"Recent models not saved: {one_line(exc)}", markup=False)
+        self._sync_buttons()
+
+    def cancel_launch(self) -> None:
+        self.workers.cancel_group(self, "launch")
+        self.launch_state = "idle"
+        self.step = PLAN
+        self._set_plan_error("launch cancelled")
+
+    # --- buttons and keys -----------------------------------------------------------------------
+
+    @on(Button.Pressed, "#next")
+    def _next_pressed(self) -> None:
+        self.action_primary()
+
+    @on(Button.Pressed, "#back")
+    def _back_pressed(self) -> None:
+        self.action_back()
+
+    def action_primary(self) -> None:
+        """Next / Launch / Cancel / Retry / Done, by step."""
+        if self.step == PICK:
+            path_text = self.query_one("#path", Input).value
+            models = self.query_one("#models", OptionList)
+            if path_text.strip() or models.highlighted is None:
+                self._choose_typed_path(path_text)
+            else:
+                self.choose_model(self.choices[models.highlighted])
+        elif self.step == PLAN:
+            if not self.query_one("#next", Button).disabled:
+                self.start_launch()
+        elif self.launch_state == "launching":
+            self.cancel_launch()
+        elif self.launch_state == "ready":
+            self.dismiss(self.choice)
+        else:
+            self.start_launch()
+
+    def action_back(self) -> None:
+        if self.step == PLAN:
+            self.workers.cancel_group(self, "fit")
+            self.step = PICK
+        elif self.step == LAUNCH and self.launch_state == "failed":
+            self.launch_state = "idle"
+            self.step = PLAN
+
+    def action_close(self) -> None:
+        """Esc: cancel a running launch; after a launch, keep it; otherwise close with None."""
+        if self.step == LAUNCH and self.launch_state == "launching":
+            self.cancel_launch()
+        elif self.launch_state == "ready":
+            self.dismiss(self.choice)
+        else:
+            self.dismiss(None)
