@@ -121,7 +121,8 @@ async def test_break_closes_the_response() -> None:
 
 
 async def test_cancelling_the_consumer_closes_the_response() -> None:
-    replay = Replay("native_completion", stall_after=20)
+    _, body = recorded("native_completion")
+    replay = Replay("native_completion", stall_after=body.index(b"\n\n") + 9)
     got: list[object] = []
     async with LlamaClient(BASE, transport=replay.transport) as client:
 

@@ -43,7 +43,7 @@ CASES: list[tuple[str, str, str, dict[str, Any] | None]] = [
         "POST",
         "/completion",
         {
-            "prompt": "Count: " + " ".join(str(i) for i in range(200)),
+            "prompt": "Count: " + " ".join(str(i) for i in range(100)),
             "n_predict": 4,
             "temperature": 0,
             "stream": True,
@@ -122,19 +122,23 @@ def main() -> int:
                     print(Path(log.name).read_text()[-3000:], file=sys.stderr)
                     return 1
                 time.sleep(0.2)
-            for name, method, path, body in CASES:
-                with http.stream(method, path, json=body) as response:
-                    raw = b"".join(response.iter_raw())
-                    meta = {
-                        "method": method,
-                        "path": path,
-                        "request": body,
-                        "status": response.status_code,
-                        "content_type": response.headers.get("content-type", ""),
-                    }
-                (HERE / f"{name}.body").write_bytes(raw)
-                (HERE / f"{name}.meta.json").write_text(json.dumps(meta, indent=2) + "\n")
-                print(f"{name}: {response.status_code}, {len(raw)} bytes")
+        for name, method, path, body in CASES:
+            # a fresh connection per case: after a stream the server may close the kept-alive one
+            with (
+                httpx.Client(base_url=base, timeout=60, trust_env=False) as fresh,
+                fresh.stream(method, path, json=body) as response,
+            ):
+                raw = b"".join(response.iter_raw())
+                meta = {
+                    "method": method,
+                    "path": path,
+                    "request": body,
+                    "status": response.status_code,
+                    "content_type": response.headers.get("content-type", ""),
+                }
+            (HERE / f"{name}.body").write_bytes(raw)
+            (HERE / f"{name}.meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+            print(f"{name}: {response.status_code}, {len(raw)} bytes")
     finally:
         proc.terminate()
         try:
