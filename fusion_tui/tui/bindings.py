@@ -35,7 +35,7 @@ PROMPT_NEWLINE = "prompt-newline"
 APP_BINDINGS: list[BindingType] = [
     Binding("ctrl+q", "quit", "Quit", show=False, priority=True, id=QUIT),
     Binding("ctrl+p", "command_palette", "Commands", show=False, priority=True, id=COMMAND_PALETTE),
-    Binding("f1", "toggle_help", "Help", id=HELP),
+    Binding("f1", "toggle_help", "Help", priority=True, id=HELP),  # also closes the modal
     # `?` beats the prompt box only while the box is empty (see FusionApp.check_action)
     Binding(
         "question_mark",

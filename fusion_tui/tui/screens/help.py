@@ -38,14 +38,13 @@ class HelpScreen(ModalScreen[None]):
         width: 90%;
         max-width: 110;
         height: auto;
-        max-height: 90%;
         border: round $primary;
         border-title-color: $primary;
         border-subtitle-color: $text-muted;
         background: $surface;
         padding: 0 1;
     }
-    HelpScreen #help-scroll { height: auto; scrollbar-size-vertical: 1; }
+    HelpScreen #help-scroll { height: auto; max-height: 80vh; scrollbar-size-vertical: 1; }
     HelpScreen .help-heading { color: $accent; text-style: bold; margin: 1 0 0 0; }
     HelpScreen .help-table { height: auto; }
     HelpScreen #help-remap { color: $text-muted; margin: 1 0 0 0; }
@@ -81,7 +80,7 @@ class HelpScreen(ModalScreen[None]):
         table = _table()
         table.add_column("keys", style="bold", no_wrap=True, min_width=12)
         table.add_column("does", ratio=1)
-        table.add_column("id", style="dim", no_wrap=True)
+        table.add_column("id", style="dim", no_wrap=True, min_width=17)
         for row in rows:
             table.add_row(row.keys, row.description, row.binding_id)
         return table
