@@ -40,6 +40,7 @@ from fusion_tui.server.probe import model_display_name, ready_line
 from fusion_tui.status import ServerStatus
 
 MAX_SLOTS = 64
+SLOTS_NOTE = f"1–{MAX_SLOTS}; the fit follows as you type · enter launches"
 PICK, PLAN, LAUNCH = 1, 2, 3
 _STEP_IDS = {PICK: "step-pick", PLAN: "step-plan", LAUNCH: "step-launch"}
 
@@ -163,14 +164,15 @@ class LaunchWizard(ModalScreen[LaunchChoice | None]):
     LaunchWizard .heading { color: $accent; text-style: bold; }
     LaunchWizard #models { height: auto; max-height: 8; border: none; padding: 0; }
     LaunchWizard #path-row { height: 1; margin-top: 1; }
-    LaunchWizard #path { width: 1fr; }
+    LaunchWizard #path { width: 1fr; background: $boost; }
+    LaunchWizard #no-models { color: $text-muted; }
     LaunchWizard #browse { margin-left: 1; }
     LaunchWizard #tree { height: 10; border: none; }
     LaunchWizard .error { color: $warning; height: auto; }
     LaunchWizard #plan-scroll { height: auto; max-height: 16; scrollbar-size-vertical: 1; }
     LaunchWizard #slots-row { height: 1; margin-top: 1; }
     LaunchWizard #slots-label { width: auto; text-style: bold; padding-right: 1; }
-    LaunchWizard #slots { width: 8; }
+    LaunchWizard #slots { width: 8; background: $boost; }
     LaunchWizard #slots-note { width: 1fr; color: $text-muted; padding-left: 1; }
     LaunchWizard #launch-stages { height: auto; }
     LaunchWizard #launch-result { height: auto; margin-top: 1; }
@@ -237,7 +239,11 @@ class LaunchWizard(ModalScreen[LaunchChoice | None]):
             with ContentSwitcher(initial=_STEP_IDS[PICK]):
                 with Vertical(id="step-pick", classes="step"):
                     yield Static("Recent models", classes="heading")
-                    yield OptionList(*self._model_options(), id="models")
+                    options = self._model_options()
+                    yield OptionList(*options, id="models")
+                    if not options:
+                        yield Static("No recent models yet, and the demo model is not installed.",
+                                     id="no-models")  # fmt: skip
                     with Horizontal(id="path-row"):
                         yield Input(placeholder="or the path of a .gguf file", id="path",
                                     compact=True)  # fmt: skip
@@ -247,9 +253,9 @@ class LaunchWizard(ModalScreen[LaunchChoice | None]):
                     with VerticalScroll(id="plan-scroll"):
                         yield Static("", id="plan-table")
                     with Horizontal(id="slots-row"):
-                        yield Static("slots", id="slots-label")
+                        yield Static("slot count", id="slots-label")
                         yield Input(id="slots", type="integer", max_length=3, compact=True)
-                        yield Static("edit to re-fit", id="slots-note", markup=False)
+                        yield Static(SLOTS_NOTE, id="slots-note", markup=False)
                     yield Static("", id="plan-error", classes="error", markup=False)
                 with Vertical(id="step-launch", classes="step"):
                     yield Static("", id="launch-stages", markup=False)
@@ -264,6 +270,7 @@ class LaunchWizard(ModalScreen[LaunchChoice | None]):
             field.cursor_blink = self.settings.ui.cursor_blink
         self._sync_buttons()
         models = self.query_one("#models", OptionList)
+        models.display = models.option_count > 0
         if models.option_count:
             models.highlighted = 0
             models.focus()
@@ -296,7 +303,7 @@ class LaunchWizard(ModalScreen[LaunchChoice | None]):
         text = Text()
         for i, (name, current) in enumerate(step_titles(self.step)):
             if i:
-                text.append("  ›  ", style="dim")
+                text.append("  ·  ", style="dim")
             text.append(name, style="bold reverse" if current else "dim")
         return text
 
@@ -432,10 +439,10 @@ class LaunchWizard(ModalScreen[LaunchChoice | None]):
         try:
             plan = await asyncio.to_thread(self.planner, path, parallel)
         except (OSError, ValueError) as exc:
-            self.query_one("#slots-note", Static).update("edit to re-fit")
+            self.query_one("#slots-note", Static).update(SLOTS_NOTE)
             self._set_plan_error(one_line(exc))
             return
-        self.query_one("#slots-note", Static).update("edit to re-fit")
+        self.query_one("#slots-note", Static).update(SLOTS_NOTE)
         self._show_plan(plan)
 
     # --- step 3: launch -------------------------------------------------------------------------
