@@ -41,6 +41,8 @@ from fusion_tui.server.process import is_alive, is_ours, signal_process
 from fusion_tui.server.records import DaemonFiles, LaunchRecord
 
 LOG_NAME = "llama-server.log"
+LOG_MAX_BYTES = 16 * 1024 * 1024
+"""Past this, `trim_log` moves the log aside (about 5,000 requests at `-lv 4`)."""
 HOST = "127.0.0.1"
 StatusCallback = Callable[[str], None]
 BIND_FAILURE = "couldn't bind"
@@ -84,6 +86,8 @@ class ManagedDaemon:
         self._sleep = sleep
         self.files = DaemonFiles(paths.daemon_dir)
         self._child: subprocess.Popen[bytes] | None = None
+        self._log_start = 0
+        """Size of the log when the current child was spawned: earlier lines are not its own."""
 
     @property
     def log_path(self) -> Path:
@@ -142,6 +146,7 @@ class ManagedDaemon:
             if wanted:
                 adopted = await self._adopt(record, say)
                 if adopted is not None:
+                    self.trim_log()
                     return adopted
                 say("the managed llama-server does not answer; restarting it")
             else:
@@ -233,6 +238,7 @@ class ManagedDaemon:
     ) -> LaunchRecord:
         argv = spec.argv(binary, port)
         fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        self._log_start = os.fstat(fd).st_size
         try:
             child = subprocess.Popen(
                 argv,
@@ -293,7 +299,7 @@ class ManagedDaemon:
             code = self._exit_code(pid)
             if code is not None:
                 tail = self.log_tail()
-                if BIND_FAILURE in tail:
+                if BIND_FAILURE in self._log_since(self._log_start):  # this child's lines only
                     raise _BindFailed(tail)
                 raise DaemonStartError(
                     f"llama-server exited while starting (exit code {code})", tail
@@ -369,6 +375,34 @@ class ManagedDaemon:
         if self.log_path.exists():
             with contextlib.suppress(OSError):
                 os.replace(self.log_path, self.log_path.with_name(LOG_NAME + ".1"))
+
+    def _log_since(self, offset: int) -> str:
+        """The log from byte `offset` on (what the current child wrote)."""
+        try:
+            with self.log_path.open("rb") as fh:
+                fh.seek(offset)
+                return fh.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def trim_log(self, max_bytes: int = LOG_MAX_BYTES) -> bool:
+        """If the log is over `max_bytes`, copy it to `.1` and empty it in place; True if trimmed.
+
+        The server opened the file with O_APPEND, so after the truncation its next line simply
+        starts the file again. The KV allocation it logged at start-up is already in the record.
+        """
+        try:
+            if self.log_path.stat().st_size <= max_bytes:
+                return False
+            previous = self.log_path.with_name(LOG_NAME + ".1")
+            with self.log_path.open("rb") as src, previous.open("wb") as dst:
+                while chunk := src.read(1 << 20):
+                    dst.write(chunk)
+            os.chmod(previous, 0o600)
+            os.truncate(self.log_path, 0)
+        except OSError:
+            return False
+        return True
 
     def _log_text(self) -> str:
         try:

@@ -186,3 +186,21 @@ async def test_a_binary_that_exits_at_once_gives_the_log_tail_and_leaves_nothing
     assert daemon.current() is None
     assert not DaemonFiles(paths.daemon_dir).pid_file.exists()
     assert os.listdir(paths.daemon_dir) == []
+
+
+def test_trim_log_moves_a_big_log_aside_and_empties_it_in_place(tmp_path: Path) -> None:
+    paths = home(tmp_path)
+    paths.ensure(paths.log_dir)
+    daemon = ManagedDaemon(paths)
+    log = paths.log_dir / "llama-server.log"
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)  # as the server holds it
+    try:
+        os.write(fd, b"x" * 2000)
+        assert daemon.trim_log(max_bytes=4000) is False
+        assert daemon.trim_log(max_bytes=1000) is True
+        assert log.stat().st_size == 0
+        os.write(fd, b"next line\n")
+    finally:
+        os.close(fd)
+    assert log.read_bytes() == b"next line\n"  # the writer continues at the new end
+    assert (paths.log_dir / "llama-server.log.1").read_bytes() == b"x" * 2000
