@@ -262,7 +262,7 @@ class LlamaClient:
             raise error_from_body(response.status_code, raw)
         try:
             return json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: JSON nested absurdly deep
             excerpt = raw[:80].decode("utf-8", "replace")
             raise ProtocolError(f"{path} did not answer JSON: {excerpt!r}") from None
 

@@ -26,6 +26,7 @@ from fusion_tui.server.types import (
     StreamEvent,
     TextDelta,
     Timings,
+    _count,
     _float,
     _int,
 )
@@ -37,6 +38,8 @@ def load_payload(payload: str) -> dict[str, Any]:
         obj = json.loads(payload)
     except ValueError as exc:
         raise ProtocolError(f"the server sent an event that is not JSON: {exc}") from None
+    except RecursionError:
+        raise ProtocolError("the server sent an event nested too deeply to be real") from None
     if not isinstance(obj, dict):
         raise ProtocolError(f"the server sent an event that is not a JSON object: {payload[:80]}")
     if "error" in obj:
@@ -103,7 +106,7 @@ class NativeDecoder:
                 timings=_timings(obj),
                 stop_type=str(obj.get("stop_type", "")),
                 truncated=bool(obj.get("truncated", False)),
-                tokens_cached=_int(obj, "tokens_cached"),
+                tokens_cached=_count(obj, "tokens_cached"),
                 extra={
                     k: obj[k]
                     for k in ("tokens_predicted", "tokens_evaluated", "stopping_word", "model")
@@ -172,7 +175,7 @@ class ChatDecoder:
             timings=timings,
             stop_type=str(v.get("stop_type", "")),
             truncated=bool(v.get("truncated", False)),
-            tokens_cached=_int(v, "tokens_cached"),
+            tokens_cached=_count(v, "tokens_cached"),
             finish_reason=self.finish_reason,
             extra=extra,
         )

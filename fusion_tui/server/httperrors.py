@@ -50,7 +50,7 @@ def error_from_body(status: int, body: bytes) -> ServerError:
     """The typed error for a non-2xx answer with raw `body`."""
     try:
         obj = json.loads(body.decode("utf-8", "replace")) if body else None
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested absurdly deep
         obj = None
     if isinstance(obj, dict) and isinstance(obj.get("error"), dict):
         return error_from_object(obj["error"], status)

@@ -7,6 +7,7 @@ go between versions): every `from_json` tolerates missing optional fields and ra
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,12 +29,22 @@ def _int(obj: dict[str, Any], key: str, default: int = 0) -> int:
     return int(value)
 
 
+def _count(obj: dict[str, Any], key: str, default: int = 0, minimum: int = 0) -> int:
+    """A count or size: an `_int` that is never below `minimum` (negative sizes are absurd)."""
+    value = _int(obj, key, default)
+    if value < minimum:
+        raise ProtocolError(f"field {key!r} has an absurd value {value}")
+    return value
+
+
 def _float(obj: dict[str, Any], key: str, default: float = 0.0) -> float:
     value = obj.get(key, default)
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ProtocolError(f"field {key!r} should be a number, got {type(value).__name__}")
+    if not math.isfinite(value):  # NaN or infinity would poison telemetry and session files
+        raise ProtocolError(f"field {key!r} is not a finite number: {value}")
     return float(value)
 
 
@@ -61,7 +72,7 @@ class Props:
         return cls(
             total_slots=total,
             model_path=str(data.get("model_path", "")),
-            n_ctx=_int(settings, "n_ctx", 0),
+            n_ctx=_count(settings, "n_ctx", 0),
             build_info=str(data.get("build_info", "")),
             model_alias=str(data.get("model_alias", "")),
         )
@@ -92,15 +103,15 @@ class SlotState:
         if not isinstance(nxt, dict):
             raise ProtocolError("a /slots entry has a malformed next_token")
         return cls(
-            id=_int(data, "id", -1),
-            n_ctx=_int(data, "n_ctx", 0),
+            id=_count(data, "id", -1, minimum=-1 if "id" not in data else 0),
+            n_ctx=_count(data, "n_ctx"),
             is_processing=bool(data.get("is_processing", False)),
-            id_task=_int(data, "id_task", -1),
-            n_prompt_tokens=_int(data, "n_prompt_tokens", 0),
-            n_prompt_tokens_processed=_int(data, "n_prompt_tokens_processed", 0),
-            n_prompt_tokens_cache=_int(data, "n_prompt_tokens_cache", 0),
-            n_decoded=_int(nxt, "n_decoded", 0),
-            n_remain=_int(nxt, "n_remain", -1),
+            id_task=_count(data, "id_task", -1, minimum=-1),
+            n_prompt_tokens=_count(data, "n_prompt_tokens"),
+            n_prompt_tokens_processed=_count(data, "n_prompt_tokens_processed"),
+            n_prompt_tokens_cache=_count(data, "n_prompt_tokens_cache"),
+            n_decoded=_count(nxt, "n_decoded"),
+            n_remain=_count(nxt, "n_remain", -1, minimum=-1),
         )
 
 
