@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from contextlib import aclosing
 from pathlib import Path
 
+import httpx
 import pytest
 
 from fusion_tui.paths import AppPaths
@@ -115,3 +116,35 @@ async def test_tokenize_and_health(server: LaunchRecord) -> None:
         assert await client.health() == "ok"
         tokens = await client.tokenize(PROMPT)
     assert 5 < len(tokens) < 30
+
+
+class CountingTransport(httpx.AsyncBaseTransport):
+    """The real transport, noting every request that failed before its answer."""
+
+    def __init__(self) -> None:
+        self.inner = httpx.AsyncHTTPTransport()
+        self.failures: list[str] = []
+        self.requests = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.requests += 1
+        try:
+            return await self.inner.handle_async_request(request)
+        except httpx.TransportError as exc:
+            self.failures.append(f"{request.url.path}: {exc!r}")
+            raise
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def test_requests_after_a_stream_reuse_the_client_transparently(server: LaunchRecord) -> None:
+    transport = CountingTransport()
+    async with LlamaClient(server.url, transport=transport) as client:
+        for _ in range(2):
+            end_of(await run(client, {"prompt": PROMPT, "n_predict": 2}))
+            assert (await client.props()).total_slots == SLOTS
+            assert len(await client.slots()) == SLOTS
+    print("failed before an answer (retried):", transport.failures)
+    assert transport.requests == 6 + len(transport.failures)
+    assert len(transport.failures) <= 6
