@@ -6,6 +6,7 @@ An invalid file is reported with its path, line and column and is never overwrit
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import types
 import typing
@@ -56,6 +57,8 @@ def load_settings(path: Path, env: Mapping[str, str] | None = None) -> Settings:
             raise ConfigError(f"{path}: cannot read: {exc}") from exc
         try:
             loaded = yaml.safe_load(text)
+        except RecursionError:
+            raise ConfigError(f"{path}: invalid YAML: nested too deeply") from None
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
@@ -160,6 +163,9 @@ def _convert(tp: Any, value: Any, path: tuple[str, ...]) -> Any:
     if origin is dict:
         if not isinstance(value, dict):
             raise _FieldError(path, "should be a mapping")
+        for k, v in value.items():
+            if isinstance(v, bool) or not isinstance(v, str | int | float):
+                raise _FieldError((*path, str(k)), f"should be text, not {v!r}")
         return {str(k): str(v) for k, v in value.items()}
     if tp is bool:
         if not isinstance(value, bool):
@@ -174,6 +180,8 @@ def _convert(tp: Any, value: Any, path: tuple[str, ...]) -> Any:
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise _FieldError(path, f"should be a number, not {value!r}")
+        if not math.isfinite(value):
+            raise _FieldError(path, f"should be a finite number, not {value!r}")
         return float(value)
     if tp is str:
         if not isinstance(value, str | int | float) or isinstance(value, bool):

@@ -208,6 +208,10 @@ class SessionStore:
             raw = json.loads(data.decode("utf-8"))
         except UnicodeDecodeError as exc:
             raise SessionFileError("the file is not UTF-8 text", path=str(path)) from exc
+        except RecursionError:
+            raise SessionFileError(
+                "not a session: JSON nested too deeply", path=str(path)
+            ) from None
         except json.JSONDecodeError as exc:
             raise SessionFileError(
                 f"not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
@@ -317,8 +321,13 @@ class SessionStore:
             if not backup.exists():
                 break
             n += 1
-        shutil.copy2(path, backup)
-        os.chmod(backup, 0o600)
+        try:
+            shutil.copy2(path, backup)
+            os.chmod(backup, 0o600)
+        except BaseException:  # a torn copy (full disk) must not pass for a backup later
+            with contextlib.suppress(OSError):
+                backup.unlink()
+            raise
         return backup
 
     def save(self, session: Session) -> Path:
