@@ -13,7 +13,9 @@ from pathlib import Path
 from fusion_tui.fit.launch_plan import LaunchPlan
 from fusion_tui.gguf.facts import ModelFacts
 from fusion_tui.server.probe import model_display_name
+from fusion_tui.status import ServerStatus
 
+MAX_SLOTS = 64
 KIB = 1024
 MIB = 1024 * KIB
 GIB = 1024 * MIB
@@ -159,3 +161,65 @@ def step_titles(current: int) -> list[tuple[str, bool]]:
     """The wizard's step names with which one is current (1-based)."""
     names = ["1 Pick a model", "2 Check the fit", "3 Launch"]
     return [(name, i + 1 == current) for i, name in enumerate(names)]
+
+
+# --- the wizard's input rules and launch lines ---------------------------------------------------
+
+
+def check_model_path(text: str) -> Path:
+    """The GGUF named by `text`; `ValueError` with a one-line reason when it cannot be one."""
+    raw = text.strip()
+    if not raw:
+        raise ValueError("type the path of a .gguf file")
+    path = Path(raw).expanduser()
+    if path.is_dir():
+        raise ValueError(f"{raw} is a folder; pick a .gguf file inside it")
+    if path.suffix.lower() != ".gguf":
+        raise ValueError(f"{path.name} is not a .gguf file")
+    if not path.is_file():
+        raise ValueError(f"no file at {raw}")
+    return path
+
+
+def parse_slots(text: str) -> int:
+    """The slot count in `text`; `ValueError` with a one-line reason when out of range."""
+    try:
+        n = int(text.strip())
+    except ValueError:
+        raise ValueError(f"slots must be a whole number from 1 to {MAX_SLOTS}") from None
+    if not 1 <= n <= MAX_SLOTS:
+        raise ValueError(f"slots must be from 1 to {MAX_SLOTS}")
+    return n
+
+
+def display_path(path: Path) -> str:
+    """`~/...` for paths under the home folder: shorter, and the same for every user."""
+    try:
+        return "~/" + str(path.relative_to(Path.home()))
+    except ValueError:
+        return str(path)
+
+
+def one_line(exc: BaseException) -> str:
+    """The first line of an error's message (its type name when it has none)."""
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]
+
+
+def stage_lines(model: str, parallel: int, stages: list[ServerStatus], state: str) -> list[str]:
+    """Step 3's progress: what /health means, then one line per reported stage; the last one is
+    `…` while `state` is `launching`, `✗` once `failed`, `✓` otherwise."""
+    lines = [
+        f"Launching {model} with {parallel} slot{'' if parallel == 1 else 's'}: /health answers "
+        "503 while the model loads, 200 once it is ready.",
+        "",
+    ]
+    details = [s.detail or s.state for s in stages if s.state != "ready"]
+    for i, detail in enumerate(details):
+        mark = "✓"
+        if i == len(details) - 1:
+            mark = {"launching": "…", "failed": "✗"}.get(state, "✓")
+        lines.append(f"{mark} {detail}")
+    if not details and state == "launching":
+        lines.append("… starting")
+    return lines

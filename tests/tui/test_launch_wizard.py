@@ -7,7 +7,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
-import pytest
 from textual.app import App, ComposeResult
 from textual.widgets import Button, Input, OptionList, Static
 
@@ -29,8 +28,6 @@ from fusion_tui.tui.screens.launch_wizard import (
     GGUFTree,
     LaunchChoice,
     LaunchWizard,
-    check_model_path,
-    parse_slots,
 )
 from fusion_tui.tui.themes import choose_theme, install_themes, load_themes
 
@@ -171,27 +168,6 @@ def text_of(wizard: LaunchWizard, selector: str) -> str:
 
 
 # --- pure helpers --------------------------------------------------------------------------------
-
-
-def test_check_model_path_reasons(tmp_path: Path) -> None:
-    (tmp_path / "m.gguf").write_bytes(b"GGUF")
-    (tmp_path / "notes.txt").write_text("x")
-    assert check_model_path(f"  {tmp_path / 'm.gguf'} ") == tmp_path / "m.gguf"
-    with pytest.raises(ValueError, match="type the path"):
-        check_model_path("  ")
-    with pytest.raises(ValueError, match="is a folder"):
-        check_model_path(str(tmp_path))
-    with pytest.raises(ValueError, match=r"notes\.txt is not a \.gguf file"):
-        check_model_path(str(tmp_path / "notes.txt"))
-    with pytest.raises(ValueError, match="no file at"):
-        check_model_path(str(tmp_path / "gone.gguf"))
-
-
-def test_parse_slots_limits() -> None:
-    assert parse_slots(" 8 ") == 8
-    for bad in ("0", "65", "-1", "x", ""):
-        with pytest.raises(ValueError, match="slots must be"):
-            parse_slots(bad)
 
 
 def test_tree_shows_folders_and_gguf_only(tmp_path: Path) -> None:

@@ -10,13 +10,19 @@ import pytest
 from fusion_tui.fit.launch_plan import plan_launch
 from fusion_tui.fit.memory import Memory
 from fusion_tui.fit.summary import (
+    check_model_path,
+    display_path,
     format_bytes,
     kv_check_line,
     layer_layout,
+    one_line,
+    parse_slots,
     plan_rows,
     slots_line,
+    stage_lines,
     step_titles,
 )
+from fusion_tui.status import ServerStatus
 from tests.tinymodels import write_metadata
 
 MIB = 1024 * 1024
@@ -177,3 +183,52 @@ def test_step_titles_mark_the_current_step() -> None:
         "2 Check the fit",
         "3 Launch",
     ]
+
+
+def test_check_model_path_reasons(tmp_path: Path) -> None:
+    (tmp_path / "m.gguf").write_bytes(b"GGUF")
+    (tmp_path / "notes.txt").write_text("x")
+    assert check_model_path(f"  {tmp_path / 'm.gguf'} ") == tmp_path / "m.gguf"
+    with pytest.raises(ValueError, match="type the path"):
+        check_model_path("  ")
+    with pytest.raises(ValueError, match="is a folder"):
+        check_model_path(str(tmp_path))
+    with pytest.raises(ValueError, match=r"notes\.txt is not a \.gguf file"):
+        check_model_path(str(tmp_path / "notes.txt"))
+    with pytest.raises(ValueError, match="no file at"):
+        check_model_path(str(tmp_path / "gone.gguf"))
+
+
+def test_parse_slots_limits() -> None:
+    assert parse_slots(" 8 ") == 8
+    for bad in ("0", "65", "-1", "x", ""):
+        with pytest.raises(ValueError, match="slots must be"):
+            parse_slots(bad)
+
+
+def test_display_path_and_one_line() -> None:
+    assert display_path(Path.home() / "models" / "m.gguf") == "~/models/m.gguf"
+    assert display_path(Path("/srv/m.gguf")) == "/srv/m.gguf"
+    assert one_line(ValueError("first\nsecond")) == "first"
+    assert one_line(KeyError()) == "KeyError"
+
+
+def test_stage_lines_mark_the_current_stage() -> None:
+    stages = [
+        ServerStatus(state="starting", detail="planning the launch"),
+        ServerStatus(state="loading", detail="loading the model"),
+    ]
+    head = (
+        "Launching M with 1 slot: /health answers 503 while the model loads, 200 once it is ready."
+    )
+    assert stage_lines("M", 1, stages, "launching") == [
+        head, "", "✓ planning the launch", "… loading the model",
+    ]  # fmt: skip
+    assert stage_lines("M", 1, stages, "failed")[-1] == "✗ loading the model"
+    done = [*stages, ServerStatus(state="ready", detail="x")]
+    assert stage_lines("M", 1, done, "ready")[2:] == [
+        "✓ planning the launch",
+        "✓ loading the model",
+    ]
+    assert stage_lines("M", 2, [], "launching")[2:] == ["… starting"]
+    assert "with 2 slots" in stage_lines("M", 2, [], "idle")[0]

@@ -31,7 +31,18 @@ from textual.widgets.option_list import Option
 from fusion_tui.config import Settings
 from fusion_tui.demo_model import DEMO_NAME, demo_model_path
 from fusion_tui.fit.launch_plan import LaunchPlan, plan_launch
-from fusion_tui.fit.summary import SummaryRow, kv_check_line, plan_rows, step_titles
+from fusion_tui.fit.summary import (
+    MAX_SLOTS,
+    SummaryRow,
+    check_model_path,
+    display_path,
+    kv_check_line,
+    one_line,
+    parse_slots,
+    plan_rows,
+    stage_lines,
+    step_titles,
+)
 from fusion_tui.models_registry import ModelsRegistry
 from fusion_tui.paths import AppPaths
 from fusion_tui.runtime import Connection, StatusReport, connect
@@ -39,7 +50,6 @@ from fusion_tui.server.errors import DaemonStartError
 from fusion_tui.server.probe import model_display_name, ready_line
 from fusion_tui.status import ServerStatus
 
-MAX_SLOTS = 64
 SLOTS_NOTE = f"1–{MAX_SLOTS}; the fit follows as you type · enter launches"
 PICK, PLAN, LAUNCH = 1, 2, 3
 _STEP_IDS = {PICK: "step-pick", PLAN: "step-plan", LAUNCH: "step-launch"}
@@ -83,45 +93,6 @@ def plan_with_settings(settings: Settings, model: Path, parallel: int) -> Launch
         m.swa_full, m.min_ctx, max_ctx=m.max_ctx, memory_bytes=m.memory_bytes,
         flash_attn=m.flash_attn, allow_fallback=False,
     )  # fmt: skip
-
-
-def check_model_path(text: str) -> Path:
-    """The GGUF named by `text`; `ValueError` with a one-line reason when it cannot be one."""
-    raw = text.strip()
-    if not raw:
-        raise ValueError("type the path of a .gguf file")
-    path = Path(raw).expanduser()
-    if path.is_dir():
-        raise ValueError(f"{raw} is a folder; pick a .gguf file inside it")
-    if path.suffix.lower() != ".gguf":
-        raise ValueError(f"{path.name} is not a .gguf file")
-    if not path.is_file():
-        raise ValueError(f"no file at {raw}")
-    return path
-
-
-def parse_slots(text: str) -> int:
-    """The slot count in `text`; `ValueError` with a one-line reason when out of range."""
-    try:
-        n = int(text.strip())
-    except ValueError:
-        raise ValueError(f"slots must be a whole number from 1 to {MAX_SLOTS}") from None
-    if not 1 <= n <= MAX_SLOTS:
-        raise ValueError(f"slots must be from 1 to {MAX_SLOTS}")
-    return n
-
-
-def display_path(path: Path) -> str:
-    """`~/...` for paths under the home folder."""
-    try:
-        return "~/" + str(path.relative_to(Path.home()))
-    except ValueError:
-        return str(path)
-
-
-def one_line(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    return text.splitlines()[0]
 
 
 class GGUFTree(DirectoryTree):
@@ -471,21 +442,7 @@ class LaunchWizard(ModalScreen[LaunchChoice | None]):
     def _draw_stages(self) -> None:
         plan = self.plan
         name = model_display_name(plan.model_path) if plan else "the model"
-        n = plan.parallel if plan else 0
-        lines = [
-            f"Launching {name} with {n} slot{'' if n == 1 else 's'}: /health answers 503 "
-            "while the model loads, 200 once it is ready.",
-            "",
-        ]
-        details = [s.detail or s.state for s in self.stages if s.state != "ready"]
-        for i, detail in enumerate(details):
-            last = i == len(details) - 1
-            mark = "…" if last and self.launch_state == "launching" else "✓"
-            if last and self.launch_state == "failed":
-                mark = "✗"
-            lines.append(f"{mark} {detail}")
-        if not details and self.launch_state == "launching":
-            lines.append("… starting")
+        lines = stage_lines(name, plan.parallel if plan else 0, self.stages, self.launch_state)
         self.query_one("#launch-stages", Static).update("\n".join(lines))
 
     @work(exclusive=True, group="launch", exit_on_error=False, description="launch llama-server")
