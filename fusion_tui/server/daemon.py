@@ -279,7 +279,7 @@ class ManagedDaemon:
                 await self._wait_ready(client, record.pid)
                 props = await client.props()
             record.n_ctx_slot = props.n_ctx
-            record.kv_allocated_bytes = parse_allocated_kv_bytes(self._log_text())
+            record.kv_allocated_bytes = parse_allocated_kv_bytes(self._log_since(self._log_start))
             self.files.write(record)
         except BaseException:
             with anyio.CancelScope(shield=True):
@@ -403,12 +403,6 @@ class ManagedDaemon:
         except OSError:
             return False
         return True
-
-    def _log_text(self) -> str:
-        try:
-            return self.log_path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return ""
 
 
 class _BindFailed(Exception):

@@ -48,6 +48,7 @@ async def test_launch_adopt_and_stop(
         assert is_alive(rec.pid)
         assert os.getsid(rec.pid) == rec.pid  # own session: survives the app
         assert rec.n_ctx_slot == 512  # -c 1024 split over -np 2
+        assert rec.kv_allocated_bytes == 23_040 * 1024  # SmolLM2: 23,040 B per token, f16
         assert rec.url == f"http://127.0.0.1:{rec.port}"
         assert rec.argv[rec.argv.index("-m") + 1] == str(demo_model.resolve())
         assert statuses[0].startswith("starting llama-server on port")
