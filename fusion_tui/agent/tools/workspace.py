@@ -25,6 +25,7 @@ FORBIDDEN_ROOTS = ("/proc", "/sys", "/dev")
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 
 
 class ToolError(Exception):
@@ -134,7 +135,9 @@ class Workspace:
             with self._dir_fd(resolved.parts[:-1]) as dfd:
                 name = resolved.parts[-1]
                 try:
-                    fd = os.open(name, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC, dir_fd=dfd)
+                    # O_NONBLOCK: opening a FIFO (or a device) must not block the agent
+                    flags = os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC | _O_NONBLOCK
+                    fd = os.open(name, flags, dir_fd=dfd)
                 except OSError as exc:
                     if isinstance(exc, FileNotFoundError):
                         raise
@@ -148,6 +151,8 @@ class Workspace:
             if not stat.S_ISREG(st.st_mode):
                 raise ToolError(f"{resolved.rel} is not a regular file")
             self._verify_fd(fd)
+            if _O_NONBLOCK:
+                os.set_blocking(fd, True)
         except BaseException:
             os.close(fd)
             raise
