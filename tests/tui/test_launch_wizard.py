@@ -380,3 +380,31 @@ async def test_escape_on_step_one_closes_with_none() -> None:
         await pilot.press("escape")
         await pilot.pause()
         assert app.results == [None]
+
+
+async def test_browse_picks_a_gguf_from_the_tree(tmp_path: Path) -> None:
+    from tests.tinymodels import write_metadata
+
+    write_metadata(tmp_path / "tiny.gguf", "llama", {
+        ".block_count": 2, ".context_length": 4096, ".embedding_length": 64,
+        ".attention.head_count": 2, ".attention.head_count_kv": 1,
+    })  # fmt: skip
+    (tmp_path / "readme.txt").write_text("not a model")
+    app = WizardHost(make_wizard(browse_root=tmp_path))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        wizard = app.wizard
+        await pilot.click("#browse")
+        tree = wizard.query_one("#tree", GGUFTree)
+        for _ in range(200):  # the tree loads its folder in a thread
+            if tree.root.children:
+                break
+            await pilot.pause(0.01)
+        assert [str(node.label) for node in tree.root.children] == ["tiny.gguf"]
+        tree.select_node(tree.root.children[0])
+        await pilot.pause()
+        for worker in [w for w in app.workers if w.group == "gguf-read"]:
+            await worker.wait()
+        await pilot.pause()
+        assert wizard.step == PLAN and wizard.plan is not None
+        assert wizard.plan.model_path == tmp_path / "tiny.gguf"

@@ -382,8 +382,9 @@ class LaunchWizard(ModalScreen[LaunchChoice | None]):
         table.add_column(style="bold", no_wrap=True)
         table.add_column(ratio=1)
         self.rows = plan_rows(plan, self.show_path)
+        warn = f"bold {self.app.current_theme.warning or 'yellow'}"
         for row in self.rows:
-            table.add_row(row.label, Text(row.value, style="bold yellow" if row.warn else ""))
+            table.add_row(row.label, Text(row.value, style=warn if row.warn else ""))
         self.query_one("#plan-table", Static).update(table)
         self._set_plan_error("")
 
