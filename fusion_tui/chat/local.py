@@ -38,7 +38,7 @@ from fusion_tui.config import Settings
 from fusion_tui.paths import AppPaths
 from fusion_tui.runtime import Connection, connect, make_daemon
 from fusion_tui.server.errors import ProtocolError, ServerError, ServerUnreachable, StreamStalled
-from fusion_tui.server.types import PromptProgress, StreamEnd, StreamEvent, TextDelta
+from fusion_tui.server.types import PromptProgress, SlotState, StreamEnd, StreamEvent, TextDelta
 from fusion_tui.sessions.model import Message, RequestRecord, ServerIdentity, Session, TurnRecord
 from fusion_tui.sessions.store import SessionStore, SessionStoreError
 from fusion_tui.slots.archive import (
@@ -108,6 +108,8 @@ class LocalBackend:
         self.session = self._open_session(resume)
         self._resume: _Resume | None = None
         self._resume_checked = False
+        self._side_slot: int | None = None
+        self._live_totals: dict[int, int] = {}
         self.save_error: str | None = None
         """The last save failure, shown to the user; the session stays in memory."""
 
@@ -187,6 +189,67 @@ class LocalBackend:
         self.session = self._open_session(resume)
         self._resume, self._resume_checked = None, False
         return note
+
+    # --- what the main screen asks (all optional on a Backend) ---------------------------------
+
+    async def slots(self) -> list[SlotState]:
+        if self.conn is None:
+            raise ServerError("the server is not connected yet")
+        return await self.conn.client.slots()
+
+    def slot_owners(self) -> dict[int, str]:
+        """Slot id → who holds it, for the slot map: this session's title, or "side"."""
+        owners = {} if self._side_slot is None else {self._side_slot: "side"}
+        slot = self.pool.pins.get(self.session.id)
+        if slot is not None:
+            owners[slot] = self.session.title or "this session"
+        return owners
+
+    def prompt_totals(self) -> dict[int, int]:
+        """Prompt length of the request in flight per slot (the slot map's progress total)."""
+        return dict(self._live_totals)
+
+    def session_on_slot(self, slot: int) -> str | None:
+        """The session that most likely holds `slot` on this server (this one first)."""
+        if self.pool.pins.get(self.session.id) == slot:
+            return self.session.id
+        if self.conn is None:
+            return None
+        entries = [e for e in self.store.list() if e.ok and e.pinned_slot == slot]
+        for entry in sorted(entries, key=lambda e: -e.updated):
+            try:
+                s = self.store.load(entry.id)
+            except (SessionStoreError, ValueError):
+                continue
+            if s.server is not None and s.server.launch_id == self.conn.launch_id:
+                return s.id
+        return None
+
+    async def new_session(self) -> str | None:
+        return await self.switch_session(None)
+
+    async def open_session(self, session_id: str) -> str | None:
+        return await self.switch_session(session_id)
+
+    async def stop_server(self) -> None:
+        """Save every session's slot, then stop the managed daemon (never an external one)."""
+        conn = self.conn
+        if conn is None or conn.record is None:
+            raise ServerError("this server was not launched by fusion-tui; it is not ours to stop")
+        await self.leave()
+        if self.archive is not None:
+            facts = server_facts(conn)
+            await save_sessions_before_stop(
+                conn.client,
+                self.archive,
+                self.store,
+                facts,
+                self.pool.total_slots,
+                skip=frozenset({self.session.id}),
+            )
+        self.conn = None
+        await conn.client.aclose()
+        await make_daemon(self.settings, self.paths).stop()
 
     def chat_messages(self) -> list[dict[str, str]]:
         """The request's messages: a fixed system prompt, then the transcript, append-only."""
@@ -317,25 +380,34 @@ class LocalBackend:
             started = self.clock()
             first: float | None = None
             tracker = ProgressTracker()
-            async with aclosing(self._open_stream(self._body(lease.slot))) as events:
-                it = events.__aiter__()
-                event = await self._first_event(it, lease.slot)
-                if event is None:
-                    raise ProtocolError("llama-server closed the stream without sending anything")
-                while event is not None:
-                    got.data = True
-                    if isinstance(event, TextDelta):
-                        first = self.clock() if first is None else first
-                        yield event
-                    elif isinstance(event, PromptProgress):
-                        yield event
-                        p = tracker.on_event(event)
-                        yield Progress(p.processed, p.total, p.cache, p.tokens_per_second, p.eta_s)
-                    elif isinstance(event, StreamEnd):
-                        ttft = ((first or self.clock()) - started) * 1000
-                        self._record_request(event, ttft)
-                        yield event
-                    event = await anext(it, None)
+            try:
+                async with aclosing(self._open_stream(self._body(lease.slot))) as events:
+                    it = events.__aiter__()
+                    event = await self._first_event(it, lease.slot)
+                    if event is None:
+                        raise ProtocolError(
+                            "llama-server closed the stream without sending anything"
+                        )
+                    while event is not None:
+                        got.data = True
+                        if isinstance(event, TextDelta):
+                            first = self.clock() if first is None else first
+                            yield event
+                        elif isinstance(event, PromptProgress):
+                            if lease.slot >= 0:
+                                self._live_totals[lease.slot] = event.total
+                            yield event
+                            p = tracker.on_event(event)
+                            yield Progress(
+                                p.processed, p.total, p.cache, p.tokens_per_second, p.eta_s
+                            )
+                        elif isinstance(event, StreamEnd):
+                            ttft = ((first or self.clock()) - started) * 1000
+                            self._record_request(event, ttft)
+                            yield event
+                        event = await anext(it, None)
+            finally:
+                self._live_totals.pop(lease.slot, None)
 
     async def _first_event(self, it: AsyncIterator[StreamEvent], slot: int) -> StreamEvent | None:
         assert self.conn is not None
@@ -373,6 +445,7 @@ class LocalBackend:
             "temperature": 0.0,
         }
         pieces: list[str] = []
+        self._side_slot = side if side >= 0 else None
         async with self.gate.hold(side) as lease:
             started = self.clock()
             first_at: float | None = None

@@ -1,0 +1,64 @@
+"""Prompt progress on the real server: a ~3,000-token prompt (SmolLM2, one slot, `-b 512` so
+the server reports after every 512 tokens) yields monotonic progress events with a rate, and the
+turn ends with the server's timings for the whole prompt."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fusion_tui.chat.events import Progress, ReplyDone
+from fusion_tui.chat.local import LocalBackend
+from fusion_tui.paths import AppPaths
+from fusion_tui.server.types import PromptProgress, StreamEnd
+from tests.server.real_backend import RealServer, long_text
+
+pytestmark = pytest.mark.server
+
+
+@pytest.fixture(scope="module")
+def server(
+    tmp_path_factory: pytest.TempPathFactory, llama_server_bin: Path, demo_model: Path
+) -> Iterator[RealServer]:
+    home = tmp_path_factory.mktemp("progress-home")
+    paths = AppPaths.default(env={"FUSION_TUI_HOME": str(home)})
+    srv = RealServer(
+        paths, llama_server_bin, demo_model, parallel=1, ctx=4096, extra_args=("-b", "512")
+    )
+    try:
+        asyncio.run(srv.start())
+        yield srv
+    finally:
+        asyncio.run(srv.stop())
+
+
+async def test_a_long_prompt_reports_monotonic_progress_and_ends_with_timings(
+    server: RealServer,
+) -> None:
+    backend = LocalBackend(
+        server.settings(max_tokens=4), server.paths, connector=server.connector()
+    )
+    await backend.start(lambda _s: None)
+    events = [e async for e in backend.reply(long_text(950))]
+    await backend.close()
+    raw = [e for e in events if isinstance(e, PromptProgress)]
+    shown = [e for e in events if isinstance(e, Progress)]
+    end = next(e for e in events if isinstance(e, StreamEnd))
+    done = events[-1]
+    assert isinstance(done, ReplyDone) and done.outcome == "completed"
+    total = end.timings.prompt_n + end.timings.cache_n
+    assert total > 2800
+    assert len(raw) >= 5 and len(shown) == len(raw)
+    processed = [p.processed for p in raw]
+    assert processed == sorted(processed) and processed[-1] == total
+    assert all(p.total == total for p in raw)
+    times = [p.time_ms for p in raw]
+    assert times == sorted(times)
+    rates = [p.tok_s for p in shown[1:] if p.tok_s]
+    assert rates and all(r > 0 for r in rates)
+    etas = [p.eta_s for p in shown if p.eta_s is not None]
+    assert etas[-1] == 0 and etas[0] > 0
+    assert end.timings.prompt_ms > 0 and end.timings.predicted_n >= 1
