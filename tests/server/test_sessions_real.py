@@ -64,7 +64,7 @@ async def test_two_sessions_and_side_calls_interleaved_stay_on_their_slots(
     server: RealServer,
 ) -> None:
     a, b = await backend(server), await backend(server)
-    await turn(a, long_text(330, seed=1))
+    await turn(a, long_text(480, seed=1))
     await turn(b, long_text(220, seed=2))
     assert await a.make_title()
     await turn(a, "Which module came first?")
@@ -143,7 +143,7 @@ async def test_a_request_never_reaches_a_busy_slot(server: RealServer) -> None:
 
 async def test_resume_after_a_daemon_restart_restores_the_saved_slot(server: RealServer) -> None:
     c = await backend(server)
-    await turn(c, long_text(330, seed=3))
+    await turn(c, long_text(480, seed=3))
     cold = own(c)[0]
     await c.close()  # leaving saves the slot
     assert (server.paths.slot_save_dir / f"{c.session.id}.kv").is_file()
