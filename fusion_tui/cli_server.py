@@ -55,7 +55,7 @@ def run_app(args: argparse.Namespace, settings: Settings, paths: AppPaths) -> in
     except ToolError as exc:
         print(f"fusion-tui: {exc}", file=sys.stderr)
         return 2
-    app = build_app(settings, backend)
+    app = build_app(settings, backend, paths=paths)
     if isinstance(backend, AgentBackend):
         backend.approver = TuiApprover(app)  # writes and commands are asked in a modal
     app.run()

@@ -38,7 +38,6 @@ def turn_summary(timings: Timings, id_slot: int) -> str:
     """One line of telemetry for a finished request, e.g. for the status line and the chat."""
     total = timings.cache_n + timings.prompt_n
     return (
-        f"slot {id_slot} · {timings.cache_n:,} of {total:,} prompt tokens cached · "
-        f"{timings.prompt_n:,} evaluated · {timings.predicted_n:,} generated at "
-        f"{timings.predicted_per_second:.1f} tok/s"
+        f"slot {id_slot} · {timings.cache_n:,}/{total:,} prompt tokens cached · "
+        f"{timings.prompt_n:,} evaluated · {timings.predicted_per_second:.1f} tok/s"
     )

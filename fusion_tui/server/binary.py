@@ -37,7 +37,10 @@ def _usable(path: Path) -> bool:
 def find_llama_server(configured: str | None = None, env: dict[str, str] | None = None) -> Path:
     """Return a runnable llama-server, or raise `BinaryNotFound` saying how to get one."""
     env = dict(os.environ) if env is None else env
-    explicit = (("server.binary in the config", configured), ("$LLAMA_SERVER", env.get("LLAMA_SERVER")))
+    explicit = (
+        ("server.binary in the config", configured),
+        ("$LLAMA_SERVER", env.get("LLAMA_SERVER")),
+    )
     for source, value in explicit:
         if value:
             path = Path(value).expanduser()

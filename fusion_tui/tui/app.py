@@ -193,20 +193,34 @@ class FusionApp(App[None]):
     def not_available(self, what: str) -> None:
         self.notify(f"{what}: not available yet.", title="Not available yet")
 
-    def action_new_session(self) -> None:
-        self.not_available("New session")
+    def _main_screen(self) -> MainScreen | None:
+        for screen in self.screen_stack:
+            if isinstance(screen, MainScreen):
+                return screen
+        return None
+
+    async def action_new_session(self) -> None:
+        main = self._main_screen()
+        if main is not None:
+            await main.action_new_session()
 
     def action_open_sessions(self) -> None:
-        self.not_available("Sessions")
+        main = self._main_screen()
+        if main is not None:
+            main.action_sessions()
 
     def action_open_wizard(self) -> None:
         self.not_available("Launch model")
 
     def action_toggle_slot_map(self) -> None:
-        self.not_available("Slot map")
+        main = self._main_screen()
+        if main is not None:
+            main.action_toggle_slot_map()
 
-    def action_stop_server(self) -> None:
-        self.not_available("Stop server")
+    async def action_stop_server(self) -> None:
+        main = self._main_screen()
+        if main is not None:
+            await main.action_stop_server()
 
 
 def build_app(

@@ -17,6 +17,7 @@ SETTINGS = Settings(ui=UISettings(cursor_blink=False))
 
 async def _settle(pilot: Any) -> None:
     await pilot.app.screen.workers.wait_for_complete()
+    pilot.app.clear_notifications()  # the "ready" toast is tested in Pilot tests, not pictures
     await pilot.pause()
 
 

@@ -31,6 +31,7 @@ class ScriptedBackend:
         """Stop after this many fragments and wait forever (to test cancel mid-stream)."""
         self.start_error = start_error
         self.closed = False
+        self.stopped = False
         self.cancelled = False
 
     async def start(self, report: StatusCallback) -> ServerStatus:
@@ -60,6 +61,12 @@ class ScriptedBackend:
                 self._history.append(("assistant", answer))
             if answer != "".join(fragments):
                 self.cancelled = True
+
+    async def new_session(self) -> None:
+        self._history = []
+
+    async def stop_server(self) -> None:
+        self.stopped = True
 
     def history(self) -> list[tuple[str, str]]:
         return list(self._history)

@@ -22,7 +22,7 @@ async def test_prompt_streams_an_answer_and_shows_telemetry() -> None:
         assert messages[1].text == "Hello, **world**"
         assert backend.sent == ["hi"]
         status = app.screen.query_one(StatusLine)
-        assert "30 of 42 prompt tokens cached" in status.last_turn
+        assert status.last_turn == "slot 2 · 30/42 prompt tokens cached · 12 evaluated · 88.0 tok/s"
         assert status.server.state == "ready"
 
 
@@ -55,3 +55,33 @@ async def test_a_server_that_fails_to_start_is_explained_and_the_prompt_kept() -
         await pilot.pause()
         assert app.screen.query_one("#prompt").text == "keep me"
         assert backend.sent == []
+
+
+async def test_new_session_clears_the_chat_and_stop_server_says_stopped() -> None:
+    backend = ScriptedBackend([["answer"]])
+    app = build_app(Settings(), backend)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("q", "enter")
+        await app.screen.workers.wait_for_complete()
+        await pilot.pause()
+        assert len(app.screen.query(ChatMessage)) == 2
+        await app.run_action("new_session")
+        await pilot.pause()
+        assert len(app.screen.query(ChatMessage)) == 0
+        assert backend.history() == []
+        await app.run_action("stop_server")
+        await pilot.pause()
+        assert backend.stopped
+        assert app.screen.query_one(StatusLine).server.state == "stopped"
+
+
+async def test_sessions_action_without_a_store_explains_itself() -> None:
+    app = build_app(Settings(), ScriptedBackend())
+    said: list[str] = []
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        app.notify = lambda message, **_: said.append(message)  # type: ignore[method-assign]
+        await app.run_action("open_sessions")
+        await pilot.pause()
+    assert said == ["sessions are not available with this backend"]

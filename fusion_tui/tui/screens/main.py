@@ -15,6 +15,7 @@ from textual.widgets import Footer
 from fusion_tui.chat.backend import Backend
 from fusion_tui.chat.events import (
     Notice,
+    Progress,  # prompt progress bar (chat.local)
     PromptProgress,
     ReplyDone,
     StreamEnd,
@@ -23,8 +24,10 @@ from fusion_tui.chat.events import (
 )
 from fusion_tui.status import ServerStatus, turn_summary
 from fusion_tui.tui.bindings import MAIN_SCREEN_BINDINGS
+from fusion_tui.tui.notices import notify_server_crashed, notify_server_ready
 from fusion_tui.tui.widgets.chat_view import ChatView
 from fusion_tui.tui.widgets.prompt_input import PromptInput
+from fusion_tui.tui.widgets.prompt_progress import hide_progress, show_progress
 from fusion_tui.tui.widgets.slot_map import SlotMap
 from fusion_tui.tui.widgets.status_line import StatusLine
 from fusion_tui.tui.widgets.tool_call import ToolCall
@@ -87,14 +90,15 @@ class MainScreen(Screen[None]):
         try:
             status = await self.backend.start(self.report_status)
         except Exception as exc:  # every failure becomes a message the user can act on
-            self.report_status(ServerStatus(state="error", detail=str(exc).splitlines()[0]))
+            first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            self.report_status(ServerStatus(state="error", detail=first_line))
             await self.chat.add_message(
                 "notice", f"**The server did not start.**\n\n```\n{exc}\n```"
             )
-            self.app.notify(str(exc).splitlines()[0], title="Server", severity="error")
+            notify_server_crashed(self.app, first_line, getattr(exc, "log_tail", ""))
             return
         self.report_status(status)
-        self.app.notify(status.summary(), title="Server")
+        notify_server_ready(self.app, status)
         await self.mount_slot_map()
 
     async def mount_slot_map(self) -> None:
@@ -137,6 +141,26 @@ class MainScreen(Screen[None]):
                 await self.open_session(session_id)
 
         self.app.push_screen(SessionsScreen(store), chosen)
+
+    async def action_new_session(self) -> None:
+        """Start a fresh session; the current one stays saved (and its slot warm)."""
+        new_session = getattr(self.backend, "new_session", None)
+        if new_session is None or self.reply_running:
+            self.app.notify("A new session cannot start now (a reply is streaming?)")
+            return
+        await new_session()
+        await self.chat.clear_messages()
+        self.status_line.last_turn = ""
+
+    async def action_stop_server(self) -> None:
+        stop = getattr(self.backend, "stop_server", None)
+        if stop is None:
+            self.app.notify("This backend does not own a server.")
+            return
+        self.workers.cancel_group(self, "reply")
+        await stop()
+        self.report_status(ServerStatus(state="stopped", model=self.server_status.model))
+        self.app.notify("The managed llama-server was stopped.", title="Server")
 
     async def open_session(self, session_id: str) -> None:
         """Switch the chat to another saved session; its next request rides its warm slot."""
@@ -181,7 +205,10 @@ class MainScreen(Screen[None]):
                 async for event in events:
                     if isinstance(event, TextDelta):
                         status.activity = ""
+                        hide_progress(self)  # prompt progress bar: gone at the first token
                         await message.append(event.text)
+                    elif isinstance(event, Progress):  # prompt progress bar (chat.local)
+                        await show_progress(self, event)
                     elif isinstance(event, PromptProgress):
                         status.activity = progress_text(event)
                     elif isinstance(event, Notice):
@@ -200,6 +227,8 @@ class MainScreen(Screen[None]):
         except Exception as exc:
             status.activity = ""
             await message.finish(f"error · {exc}", partial=True)
+        finally:
+            hide_progress(self)  # prompt progress bar (chat.local)
 
     def action_cancel_reply(self) -> None:
         self.workers.cancel_group(self, "reply")

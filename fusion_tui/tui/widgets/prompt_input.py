@@ -53,5 +53,11 @@ class PromptInput(TextArea):
             return
         await super()._on_key(event)
 
+    def check_consume_key(self, key: str, character: str | None = None) -> bool:
+        """An empty box lets `?` through to the help binding; otherwise it is just a `?`."""
+        if key == "question_mark" and not self.text:
+            return False
+        return super().check_consume_key(key, character)
+
     def action_newline(self) -> None:
         self.insert("\n")
