@@ -253,3 +253,25 @@ async def test_watch_off_still_completes(srv: DiskFake, paths: AppPaths, slot_di
     await backend.close()
     assert done(events).outcome == "completed"
     assert not polls
+
+
+async def test_switching_sessions_saves_the_slot_and_the_map_hooks_answer(
+    srv: DiskFake, paths: AppPaths, slot_dir: Path
+) -> None:
+    backend = await started(srv, paths, slot_dir)
+    await turn(backend, "first session")
+    srv.script(Reply(text=["First", " session"]))
+    await backend.make_title()
+    old, slot = backend.session.id, backend.session.pinned_slot
+    assert slot is not None
+    owners = backend.slot_owners()
+    assert owners[slot] == "First session" and "side" in owners.values()
+    note = await backend.switch_session(None)
+    assert note is not None and note.startswith(f"saved slot {slot} (")
+    assert (slot_dir / f"{old}.kv").is_file()
+    assert backend.session.id != old and backend.slot_owners() == {
+        k: v for k, v in owners.items() if v == "side"
+    }
+    assert backend.session_on_slot(slot) == old  # from the store, same launch
+    assert len(await backend.slots()) == 4
+    await backend.close()
