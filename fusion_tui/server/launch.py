@@ -27,6 +27,10 @@ LOG_VERBOSITY = 4
 """`-lv 4`: shows the KV allocation lines (see the module docstring)."""
 
 
+OWNED_FLAGS = frozenset({"-m", "--model", "--host", "--port", "-hf", "--hf-repo"})
+"""Flags the daemon must own: the model it records, the loopback address and the free port."""
+
+
 class LaunchSpecError(ValueError):
     """A launch setting that llama-server would refuse; the message says which and why."""
 
@@ -70,6 +74,12 @@ class LaunchSpec:
                 )
         if self.flash_attn not in FLASH_ATTN:
             raise LaunchSpecError(f"flash_attn must be on, off or auto, got {self.flash_attn!r}")
+        owned = sorted(set(self.extra_args) & OWNED_FLAGS)
+        if owned:
+            raise LaunchSpecError(
+                f"extraArgs may not set {', '.join(owned)}: fusion-tui sets the model, the "
+                "address (127.0.0.1 only) and the port itself"
+            )
         if self.cache_type_v not in UNQUANTISED and self.flash_attn == "off":
             raise LaunchSpecError(
                 f"a quantised V cache ({self.cache_type_v}) needs flash attention: use "
@@ -105,6 +115,10 @@ class LaunchSpec:
             "-fa",
             self.effective_flash_attn,
             "--no-ui",
+            # the context is sized by our own fit (fit/launch_plan.py); llama.cpp's second fit
+            # would only cost start-up time (about 3 s of 6 on a 2-core CPU)
+            "--fit",
+            "off",
             "-lv",
             str(LOG_VERBOSITY),
         ]

@@ -204,3 +204,16 @@ def test_trim_log_moves_a_big_log_aside_and_empties_it_in_place(tmp_path: Path) 
         os.close(fd)
     assert log.read_bytes() == b"next line\n"  # the writer continues at the new end
     assert (paths.log_dir / "llama-server.log.1").read_bytes() == b"x" * 2000
+
+
+def test_extra_args_cannot_take_over_the_address_model_or_port(tmp_path: Path) -> None:
+    for flag in ("--host", "--port", "-m"):
+        spec = LaunchSpec(model=tmp_path / "m.gguf", extra_args=(flag, "x"))
+        with pytest.raises(LaunchSpecError, match="extraArgs may not set"):
+            spec.validate()
+
+
+def test_our_own_fit_replaces_llama_cpp_fit(tmp_path: Path) -> None:
+    argv = LaunchSpec(model=tmp_path / "m.gguf").argv("llama-server", 8080)
+    assert argv[argv.index("--fit") + 1] == "off"
+    assert argv[argv.index("--host") + 1] == "127.0.0.1"
