@@ -66,11 +66,52 @@ async def find(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     return ToolResult(True, "\n".join(hits) + more)
 
 
+def _subtrees(name: str, av: Any) -> list[Any]:
+    """The nested parse trees of one regex node (groups, alternatives, lookarounds)."""
+    if name == "SUBPATTERN":
+        return [av[-1]]
+    if name == "BRANCH":
+        return list(av[1])
+    if name in ("ASSERT", "ASSERT_NOT"):
+        return [av[1]]
+    return []
+
+
+def _nested_repeat(pattern: str) -> bool:
+    """True for a repeat inside an unbounded repeat, e.g. `(a+)+`: Python's backtracking engine
+    can take exponential time on such a pattern, and a thread running it cannot be stopped."""
+    from re import _parser  # the stdlib's own parse tree; no public API exposes it
+
+    def walk(items: Any, inside: bool) -> bool:
+        for op, av in items:
+            name = str(op)
+            if name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+                _lo, hi, sub = av
+                unbounded = hi == _parser.MAXREPEAT or hi > 64
+                if inside or walk(sub, unbounded):
+                    return True
+                continue
+            children = _subtrees(name, av)
+            if any(walk(child, inside) for child in children):
+                return True
+        return False
+
+    try:
+        return walk(_parser.parse(pattern), False)
+    except Exception:  # an unusual tree: refuse rather than risk a hang
+        return True
+
+
 async def grep(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     try:
         rx = re.compile(args["pattern"])
     except re.error as exc:
         raise ToolError(f"bad regex {args['pattern']!r}: {exc}") from None
+    if _nested_repeat(args["pattern"]):
+        raise ToolError(
+            f"regex {args['pattern']!r} nests a repeat inside a repeat, which can take "
+            "exponential time; rewrite it without the outer repeat (e.g. `a+` for `(a+)+`)"
+        )
     glob = args.get("glob") or ""
 
     def work() -> tuple[list[str], str]:
