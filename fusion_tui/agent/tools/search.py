@@ -80,7 +80,9 @@ def _subtrees(name: str, av: Any) -> list[Any]:
 def _nested_repeat(pattern: str) -> bool:
     """True for a repeat inside an unbounded repeat, e.g. `(a+)+`: Python's backtracking engine
     can take exponential time on such a pattern, and a thread running it cannot be stopped."""
-    from re import _parser  # the stdlib's own parse tree; no public API exposes it
+    import importlib
+
+    _parser: Any = importlib.import_module("re._parser")  # the stdlib's own parse tree
 
     def walk(items: Any, inside: bool) -> bool:
         for op, av in items:
