@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -126,6 +127,12 @@ class Server:
         return connect
 
 
+def trace(args: argparse.Namespace, policy: str, phase: str, *row: object) -> None:
+    """`--trace`: one line per request on stderr (policy, phase, slot, prompt_n, cache_n, side)."""
+    if args.trace:
+        print(policy, phase, *row, file=sys.stderr)
+
+
 # --- fusion-tui's policy -----------------------------------------------------------------------
 
 
@@ -144,6 +151,7 @@ async def fusion(server: Server, args: argparse.Namespace) -> Result:
     def count(phase: str, records: list[RequestRecord]) -> None:
         for r in records:
             result[phase].add(r.prompt_n, r.cache_n, None if r.side_call else r.ttft_ms)
+            trace(args, "fusion", phase, r.id_slot, r.prompt_n, r.cache_n, r.side_call)
 
     async def step(phase: str, b: LocalBackend, text: str) -> None:
         n = len(b.session.requests)
@@ -208,11 +216,13 @@ async def plain(server: Server, args: argparse.Namespace) -> Result:
         answer, (p, c, ttft) = await plain_request(server.url, history, args.max_tokens)
         history.append({"role": "assistant", "content": answer})
         result[phase].add(p, c, ttft)
+        trace(args, "plain", phase, -1, p, c, False)
         if side:
             _t, (p, c, _ttft) = await plain_request(
                 server.url, title_messages(history[1]["content"]), TITLE_TOKENS
             )
             result[phase].add(p, c, None)
+            trace(args, "plain", phase, -1, p, c, True)
 
     for r in range(args.rounds):
         for k in range(args.sessions):
@@ -293,6 +303,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--model", default=None)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--trace", action="store_true", help="every request on stderr")
     args = ap.parse_args(argv)
     if not 2 <= args.sessions < args.parallel:
         ap.error("--sessions must be at least 2 and below --parallel (one slot for side calls)")

@@ -44,6 +44,7 @@ from fusion_tui.slots.archive import (
     ArchiveRefused,
     Restored,
     SlotArchive,
+    choose_fresh_slot,
     choose_restore_slot,
 )
 from fusion_tui.slots.gate import SlotGate, slots_busy_probe, waiting_message
@@ -224,6 +225,20 @@ class LocalBackend(SessionHooks):
             f"{restored.restore_ms / 1000:.1f} s)"
         ]
 
+    async def _fresh_slot(self) -> int:
+        """An empty slot no known session holds, for a brand-new session; else -1."""
+        assert self.conn is not None and self.gate is not None
+        try:
+            states = await self.conn.client.slots()
+        except ServerError:
+            return -1
+        taken = set(self.pool.pins.values()) | set(self.gate.held)
+        taken |= set(self.known_owners())
+        if self._side_slot is not None:
+            taken.add(self._side_slot)
+        slot = choose_fresh_slot(states, self.pool.total_slots, taken)
+        return -1 if slot is None else slot
+
     def _cold(self, reason: str) -> list[str]:
         self._resume = _Resume("cold", reason=reason)
         return [f"cold start: {reason}"]
@@ -243,6 +258,8 @@ class LocalBackend(SessionHooks):
             for note in await self.warm_resume():
                 yield Notice(note)
             slot = self.pool.slot_for(session.id)
+            if slot < 0 and not any(not r.side_call for r in session.requests):
+                slot = await self._fresh_slot()
             for attempt in (1, 2):
                 got = _Flag()
                 try:

@@ -16,7 +16,7 @@ from fusion_tui.server.errors import ServerError
 from fusion_tui.server.types import SlotState
 from fusion_tui.sessions.model import Session
 from fusion_tui.sessions.store import SessionStore, SessionStoreError
-from fusion_tui.slots.archive import SlotArchive
+from fusion_tui.slots.archive import SlotArchive, owners_by_slot
 from fusion_tui.slots.gate import SlotGate
 from fusion_tui.slots.pins import SlotPool
 
@@ -98,6 +98,21 @@ class SessionHooks:
             if s.server is not None and s.server.launch_id == self.conn.launch_id:
                 return s.id
         return None
+
+    def known_owners(self, limit: int = 64) -> dict[int, str]:
+        """Slot → session id for stored sessions that most likely hold a slot on this launch."""
+        if self.conn is None:
+            return {}
+        rows = []
+        entries = [e for e in self.store.list() if e.ok and e.pinned_slot is not None]
+        for entry in sorted(entries, key=lambda e: -e.updated)[:limit]:
+            try:
+                s = self.store.load(entry.id)
+            except (SessionStoreError, ValueError):
+                continue
+            launch = s.server.launch_id if s.server is not None else None
+            rows.append((s.id, s.pinned_slot, launch, s.updated))
+        return owners_by_slot(rows, self.conn.launch_id, self.pool.total_slots)
 
     async def new_session(self) -> str | None:
         return await self.switch_session(None)

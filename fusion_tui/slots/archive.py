@@ -16,12 +16,13 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from fusion_tui.server.errors import ServerError
+from fusion_tui.server.types import SlotState
 
 SLOT_SUFFIX = ".kv"
 TAG_SUFFIX = ".kv.json"
@@ -248,9 +249,7 @@ class SlotArchive:
             raise ArchiveRefused(f"llama-server could not restore the saved slot: {exc}") from None
         timings = answer.get("timings")
         ms = timings.get("restore_ms", 0.0) if isinstance(timings, dict) else 0.0
-        return Restored(
-            slot, _count(answer, "n_restored"), float(ms) if _is_num(ms) else 0.0, tag
-        )
+        return Restored(slot, _count(answer, "n_restored"), float(ms) if _is_num(ms) else 0.0, tag)
 
     def remove(self, session_id: str) -> None:
         for path in (self.slot_path(session_id), self.tag_path(session_id)):
@@ -306,3 +305,85 @@ def _is_num(v: Any) -> bool:
 def _count(answer: dict[str, Any], key: str) -> int:
     value = answer.get(key, 0)
     return int(value) if _is_num(value) and value >= 0 else 0
+
+
+# --- choosing slots (pure) ---------------------------------------------------------------------
+
+
+def choose_restore_slot(
+    states: Sequence[SlotState] | None,
+    total_slots: int,
+    pinned: Iterable[int] = (),
+    held: Iterable[int] = (),
+    avoid: Iterable[int] = (),
+) -> int | None:
+    """The slot to restore a saved session into, or None when none is free.
+
+    Free: idle on the server (when `/slots` answered), not pinned to a session of ours, not held
+    by a request of ours. Preference: an empty slot, then the one caching the fewest tokens, then
+    the lowest id (a fresh server's `-1` requests go to the highest ids first); `avoid` (the
+    side-call slot) only when nothing else is free.
+    """
+    taken = set(pinned) | set(held)
+    avoided = set(avoid)
+    known = {s.id: s for s in states or () if 0 <= s.id < total_slots}
+    best: tuple[tuple[int, int, int], int] | None = None
+    for slot in range(total_slots):
+        if slot in taken:
+            continue
+        state = known.get(slot)
+        if state is not None and state.is_processing:
+            continue
+        if states is not None and state is None:
+            continue
+        cached = state.n_prompt_tokens if state is not None else 0
+        key = (slot in avoided, cached, slot)
+        if best is None or key < best[0]:
+            best = (key, slot)
+    return None if best is None else best[1]
+
+
+def owners_by_slot(
+    sessions: Iterable[tuple[str, int | None, str | None, float]],
+    launch_id: str | None,
+    total_slots: int,
+) -> dict[int, str]:
+    """Which session most likely still holds each slot of the launch `launch_id`.
+
+    `sessions` gives (id, pinned slot, launch id, updated). Of the sessions pinned to a slot on
+    this launch, the most recently updated wins: a later session on the same slot displaced the
+    earlier one's prompt.
+    """
+    best: dict[int, tuple[float, str]] = {}
+    if launch_id is None:
+        return {}
+    for sid, slot, launch, updated in sessions:
+        if slot is None or launch != launch_id or not 0 <= slot < total_slots:
+            continue
+        if slot not in best or updated > best[slot][0]:
+            best[slot] = (updated, sid)
+    return {slot: sid for slot, (_t, sid) in best.items()}
+
+
+def choose_fresh_slot(
+    states: Sequence[SlotState] | None, total_slots: int, taken: Iterable[int] = ()
+) -> int | None:
+    """An empty idle slot for a brand-new session's first request (highest id first, as the
+    server's own LRU would), or None: then the request goes `-1`.
+
+    Why not always `-1`: a new session shares only the system prompt with the others, yet that
+    prefix can pass the server's similarity threshold (0.1) against a short session, which is
+    then evicted from its slot (measured with `bench/cache_reuse.py`).
+    """
+    if states is None:
+        return None
+    blocked = set(taken)
+    empty = [
+        s.id
+        for s in states
+        if 0 <= s.id < total_slots
+        and s.id not in blocked
+        and not s.is_processing
+        and s.n_prompt_tokens == 0
+    ]
+    return max(empty) if empty else None

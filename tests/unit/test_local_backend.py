@@ -46,7 +46,7 @@ def done(events: list[object]) -> ReplyDone:
     return last
 
 
-async def test_first_turn_unpinned_then_every_turn_on_the_pinned_slot(
+async def test_first_turn_on_an_empty_slot_then_every_turn_on_the_pinned_slot(
     srv: DiskFake, paths: AppPaths, slot_dir: Path
 ) -> None:
     backend = await started(srv, paths, slot_dir)
@@ -54,7 +54,7 @@ async def test_first_turn_unpinned_then_every_turn_on_the_pinned_slot(
     second = await turn(backend, "and again")
     await backend.close()
     pinned = backend.session.pinned_slot
-    assert pinned is not None and completions(srv) == [-1, pinned]
+    assert pinned == 3 and completions(srv) == [3, 3]  # a new session takes an empty slot
     end = next(e for e in second if isinstance(e, StreamEnd))
     assert end.id_slot == pinned and end.timings.cache_n > 0
     assert done(first).outcome == done(second).outcome == "completed"
@@ -108,7 +108,7 @@ async def test_a_request_that_gets_no_data_is_retried_once_on_the_same_slot(
     events = await turn(backend, "second")
     await backend.close()
     notices = [e.text for e in events if isinstance(e, Notice)]
-    assert completions(srv) == [-1, pinned, pinned]
+    assert completions(srv) == [pinned, pinned, pinned]
     assert len(notices) == 1 and f"retrying once on slot {pinned}" in notices[0]
     assert "no first token" in notices[0]
     assert done(events).outcome == "completed"
@@ -124,7 +124,7 @@ async def test_two_no_data_aborts_end_the_turn_without_a_third_try(
     events = await turn(backend, "second")
     srv.release()
     await backend.close()
-    assert completions(srv) == [-1, pinned, pinned]
+    assert completions(srv) == [pinned, pinned, pinned]
     end = done(events)
     assert end.outcome == "error" and "after one retry" in end.note
     assert backend.session.turns[-1].outcome == "error"
@@ -141,7 +141,7 @@ async def test_a_stream_idle_after_its_first_bytes_ends_with_a_clear_message(
     end = done(events)
     assert end.outcome == "error" and end.partial
     assert "no bytes from llama-server for 0.3 s" in end.note and "partial answer" in end.note
-    assert completions(srv) == [-1]  # data had arrived: no retry
+    assert completions(srv) == [3]  # data had arrived: no retry
     last = backend.session.messages[-1]
     assert (last.content, last.partial) == ("partial", True)
 
@@ -248,11 +248,12 @@ async def test_an_external_server_resumes_cold_with_a_note(paths: AppPaths) -> N
 
 async def test_watch_off_still_completes(srv: DiskFake, paths: AppPaths, slot_dir: Path) -> None:
     backend = await started(srv, paths, slot_dir, settings=fast_settings(progress_watch=False))
+    srv.script(Reply(queue_seconds=0.3))  # no headers for 0.3 s: the watch would poll ~15 times
     events = await turn(backend, "hi")
     polls = [r for r in srv.requests if r.path == "/slots"]
     await backend.close()
     assert done(events).outcome == "completed"
-    assert not polls
+    assert len(polls) == 2  # choosing the empty slot, and the gate's busy check before sending
 
 
 async def test_switching_sessions_saves_the_slot_and_the_map_hooks_answer(
@@ -275,3 +276,18 @@ async def test_switching_sessions_saves_the_slot_and_the_map_hooks_answer(
     assert backend.session_on_slot(slot) == old  # from the store, same launch
     assert len(await backend.slots()) == 4
     await backend.close()
+
+
+async def test_a_new_session_does_not_take_a_short_sessions_slot_by_similarity(
+    srv: DiskFake, paths: AppPaths, slot_dir: Path
+) -> None:
+    one = await started(srv, paths, slot_dir)
+    await turn(one, "short")
+    two = await started(srv, paths, slot_dir)  # another app instance: its own pool
+    await turn(two, "short too")  # shares most of its prompt with session one
+    assert one.session.pinned_slot == 3 and two.session.pinned_slot == 2
+    again = await turn(one, "still here?")
+    await one.close()
+    await two.close()
+    end = next(e for e in again if isinstance(e, StreamEnd))
+    assert end.id_slot == 3 and end.timings.cache_n > 40  # session one's cache survived

@@ -16,6 +16,7 @@ from fusion_tui.slots.archive import (
     ModelIdentity,
     ServerFacts,
     SlotArchive,
+    choose_fresh_slot,
     choose_restore_slot,
     owners_by_slot,
 )
@@ -172,3 +173,11 @@ def test_title_cleanup_and_a_cheap_prompt() -> None:
     assert len(clean_title("word " * 40)) <= 60
     messages = title_messages("x " * 2000)
     assert len(messages[1]["content"]) == 600
+
+
+def test_a_new_session_gets_the_highest_empty_idle_slot_nobody_holds() -> None:
+    states = [slot(0), slot(1, cached=30), slot(2), slot(3, busy=True)]
+    assert choose_fresh_slot(states, 4) == 2
+    assert choose_fresh_slot(states, 4, taken=[2]) == 0
+    assert choose_fresh_slot(states, 4, taken=[0, 2]) is None  # then the request goes -1
+    assert choose_fresh_slot(None, 4) is None
