@@ -1,8 +1,11 @@
 """Provides `LocalBackend`: chat turns of one session against a (managed or external) server.
 
-Each turn rides the session's pinned slot (the first goes `-1` so the server picks the slot that
-holds the most similar prompt, and the answer's `id_slot` is pinned), one request in flight per
-slot, and the session is saved atomically after every turn, also a cancelled or failed one.
+Each turn rides the session's pinned slot, one request in flight per slot, and the session is
+saved atomically after every turn, also a cancelled or failed one. A brand-new session's first
+request names an empty slot no known session holds (else `-1`): with `-1` a shared system prompt
+can pass the server's similarity threshold and evict a short session from its slot. A resumed
+session's first request goes `-1`, so the server finds the slot holding its prompt; the answer's
+`id_slot` is pinned.
 
 Warm resume: on the same server the first request goes `-1` and lands on the slot still holding
 the prompt; on a new daemon the session's saved slot file is restored into a free slot first and
