@@ -128,7 +128,11 @@ async def status(args: argparse.Namespace, settings: Settings, paths: AppPaths) 
 
 
 async def stop(settings: Settings, paths: AppPaths) -> int:
+    from fusion_tui.chat.warm import save_before_daemon_stop
+
     daemon = make_daemon(settings, paths)
+    if daemon.current() is not None:
+        await save_before_daemon_stop(settings, paths)  # sessions resume warm after a restart
     if await daemon.stop():
         print("stopped the managed llama-server")
     else:

@@ -131,15 +131,19 @@ class LocalBackend(SessionHooks):
     # --- Backend -------------------------------------------------------------------------------
 
     async def start(self, report: StatusCallback) -> ServerStatus:
-        self.conn = await self.connector(self.settings, self.paths, report, model=self.model)
-        props = self.conn.props
-        self.pool.update(props.total_slots, props.model_path, self.conn.launch_id)
-        client = self.conn.client
+        conn = await self.connector(self.settings, self.paths, report, model=self.model)
+        return self.adopt(conn)
+
+    def adopt(self, conn: Connection) -> ServerStatus:
+        """Take over a connection made elsewhere (the launch wizard) instead of connecting."""
+        self.conn = conn
+        props = conn.props
+        self.pool.update(props.total_slots, props.model_path, conn.launch_id)
         self.gate = SlotGate(
-            lambda: self.pool.total_slots, busy_probe=slots_busy_probe(client.slots)
+            lambda: self.pool.total_slots, busy_probe=slots_busy_probe(conn.client.slots)
         )
-        self.archive = archive_for(self.conn, self.archive_max_bytes)
-        return self.conn.status
+        self.archive = archive_for(conn, self.archive_max_bytes)
+        return conn.status
 
     def history(self) -> list[tuple[str, str]]:
         return [
@@ -266,10 +270,12 @@ class LocalBackend(SessionHooks):
             for attempt in (1, 2):
                 got = _Flag()
                 try:
-                    async for event in self._attempt(slot, got):
-                        if isinstance(event, TextDelta):
-                            answer.append(event.text)
-                        yield event
+                    # aclosing: a cancelled turn must release the slot's lock in this task
+                    async with aclosing(self._attempt(slot, got)) as events:
+                        async for event in events:
+                            if isinstance(event, TextDelta):
+                                answer.append(event.text)
+                            yield event
                     break
                 except NO_DATA as exc:
                     if got.data or attempt == 2:

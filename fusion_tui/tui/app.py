@@ -13,16 +13,18 @@ from textual.screen import Screen
 from textual.theme import Theme
 from textual.widgets import Input, TextArea
 
-from fusion_tui.chat.backend import Backend
+from fusion_tui.chat.backend import Backend, StatusCallback
 from fusion_tui.config import Settings
 from fusion_tui.config.loader import config_path
 from fusion_tui.config.persist import PersistError, persist_setting
 from fusion_tui.paths import AppPaths
+from fusion_tui.runtime import Connection
 from fusion_tui.theme_files import APP_VARIABLES
 from fusion_tui.tui import bindings as ids
 from fusion_tui.tui.bindings import APP_BINDINGS, CLOSE_BINDING, KeyRow, key_rows
 from fusion_tui.tui.commands import APP_COMMANDS, FusionCommands
 from fusion_tui.tui.screens.help import HelpScreen, KeySection
+from fusion_tui.tui.screens.launch_wizard import LaunchChoice
 from fusion_tui.tui.screens.main import MainScreen
 from fusion_tui.tui.screens.server_log import POLL_SECONDS, ServerLogScreen
 from fusion_tui.tui.themes import choose_theme, failures_message, install_themes, load_themes
@@ -67,6 +69,8 @@ class FusionApp(App[None]):
         self._persist_problems: set[str] = set()
         self.log_poll_seconds: float | None = POLL_SECONDS
         """Server-log polling; tests set None to read the file once per showing."""
+        self._backend_released = False
+        """The wizard closed the old backend to launch another model."""
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return dict(APP_VARIABLES)
@@ -210,7 +214,54 @@ class FusionApp(App[None]):
             main.action_sessions()
 
     def action_open_wizard(self) -> None:
-        self.not_available("Launch model")
+        from fusion_tui.tui.screens.launch_wizard import LaunchWizard
+
+        if self.paths is None or self.settings.server.mode == "external":
+            self.notify("Launching a model needs the managed server.", title="Launch model")
+            return
+        if not isinstance(self.screen, LaunchWizard):
+            wizard = LaunchWizard(self.settings, self.paths, launcher=self._relaunch)
+            self.push_screen(wizard, callback=self._on_launch_chosen)
+
+    async def _relaunch(
+        self,
+        settings: Settings,
+        paths: AppPaths,
+        report: StatusCallback | None = None,
+        *,
+        model: str | None = None,
+        parallel: int | None = None,
+        ctx: int | None = None,
+    ) -> Connection:
+        """Close the current backend first: its close() stops the daemon it launched."""
+        from fusion_tui.runtime import connect
+
+        await self.backend.close()
+        self._backend_released = True
+        return await connect(settings, paths, report, model=model, parallel=parallel, ctx=ctx)
+
+    async def _on_launch_chosen(self, choice: LaunchChoice | None) -> None:
+        from fusion_tui.chat.local import LocalBackend
+
+        main = self._main_screen()
+        released, self._backend_released = self._backend_released, False
+        if choice is None:
+            if released and main is not None:  # a launch was tried, then abandoned
+                main.start_server()
+            return
+        managed = dataclasses.replace(
+            self.settings.local_models.managed, parallel=choice.parallel
+        )
+        local = dataclasses.replace(
+            self.settings.local_models, model=str(choice.model_path), managed=managed
+        )
+        self.settings = dataclasses.replace(self.settings, local_models=local)
+        assert self.paths is not None
+        backend = LocalBackend(self.settings, self.paths, model=str(choice.model_path))
+        status = backend.adopt(choice.connection)
+        self.backend = backend
+        if main is not None:
+            await main.use_backend(backend, status)
 
     def action_toggle_slot_map(self) -> None:
         main = self._main_screen()

@@ -142,6 +142,27 @@ class MainScreen(Screen[None]):
 
         self.app.push_screen(SessionsScreen(store), chosen)
 
+    async def use_backend(self, backend: Backend, status: ServerStatus) -> None:
+        """Switch to a backend that is already connected (the launch wizard made it)."""
+        self.workers.cancel_group(self, "reply")
+        self.backend = backend
+        for slot_map in self.query(SlotMap):
+            await slot_map.remove()
+        await self.chat.clear_messages()
+        for role, text in backend.history():
+            await self.chat.add_message(role, text)
+        self.status_line.last_turn = ""
+        self.report_status(status)
+        notify_server_ready(self.app, status)
+        await self.mount_slot_map()
+
+    @work(group="title", exit_on_error=False)
+    async def make_title(self) -> None:
+        """A side call (on the reserved slot) names the session after its first turn."""
+        make_title = getattr(self.backend, "make_title", None)
+        if make_title is not None:
+            await make_title()
+
     async def action_new_session(self) -> None:
         """Start a fresh session; the current one stays saved (and its slot warm)."""
         new_session = getattr(self.backend, "new_session", None)
@@ -193,6 +214,10 @@ class MainScreen(Screen[None]):
         self.run_reply(event.text)
 
     @property
+    def first_turn(self) -> bool:
+        return sum(1 for role, _ in self.backend.history() if role == "user") == 1
+
+    @property
     def reply_running(self) -> bool:
         return any(w.group == "reply" and w.is_running for w in self.workers)
 
@@ -218,6 +243,8 @@ class MainScreen(Screen[None]):
                     elif isinstance(event, ReplyDone):
                         status.activity = ""
                         await message.finish(event.note, partial=event.partial)
+                        if event.outcome == "completed" and self.first_turn:
+                            self.make_title()
                     elif isinstance(event, ToolBlock):  # agent mode: above the answer
                         await self.chat.mount(ToolCall(event), before=message)
         except asyncio.CancelledError:

@@ -68,6 +68,7 @@ class ServerLogScreen(Screen[None]):
         """Seconds between reads; None reads once per showing (tests)."""
         self.max_lines = max_lines
         self._tail = LogTail(path) if path is not None else None
+        self._read_lock = asyncio.Lock()
 
     def compose(self) -> ComposeResult:
         where = display_path(self.path) if self.path else "no log file"
@@ -113,7 +114,8 @@ class ServerLogScreen(Screen[None]):
         """Append whatever the file gained; returns the number of new lines."""
         if self._tail is None:
             return 0
-        lines = await asyncio.to_thread(self._tail.read_new)
+        async with self._read_lock:  # the poller and a direct call must not read the same bytes
+            lines = await asyncio.to_thread(self._tail.read_new)
         if lines:
             self.log_widget.write_lines(lines)
             self._show_state()
