@@ -249,9 +249,7 @@ class FusionApp(App[None]):
             if released and main is not None:  # a launch was tried, then abandoned
                 main.start_server()
             return
-        managed = dataclasses.replace(
-            self.settings.local_models.managed, parallel=choice.parallel
-        )
+        managed = dataclasses.replace(self.settings.local_models.managed, parallel=choice.parallel)
         local = dataclasses.replace(
             self.settings.local_models, model=str(choice.model_path), managed=managed
         )

@@ -5,8 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from fusion_tui.config import Settings, load_settings
 from fusion_tui.config.settings import UISettings
 from fusion_tui.paths import AppPaths
@@ -194,7 +192,7 @@ async def test_crash_notice_uses_the_apps_key(tmp_path: Path) -> None:
 
 
 async def test_the_palette_offers_every_app_command(tmp_path: Path) -> None:
-    app, notes = make_app(tmp_path)
+    app, _notes = make_app(tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         provider = FusionCommands(app.screen)
