@@ -29,6 +29,7 @@ from fusion_tui.server.binary import find_llama_server
 from fusion_tui.server.client import LlamaClient
 from fusion_tui.server.errors import DaemonStartError, ServerError, ServerLoading
 from fusion_tui.server.launch import LaunchSpec, LaunchSpecError
+from fusion_tui.server.log_notes import allocation_note, plan_note
 from fusion_tui.server.probe import (
     ProbeResult,
     for_record,
@@ -238,6 +239,7 @@ class ManagedDaemon:
     ) -> LaunchRecord:
         argv = spec.argv(binary, port)
         fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.write(fd, plan_note(fit, kv_estimate_bytes).encode())
         self._log_start = os.fstat(fd).st_size
         try:
             child = subprocess.Popen(
@@ -281,6 +283,8 @@ class ManagedDaemon:
             record.n_ctx_slot = props.n_ctx
             record.kv_allocated_bytes = parse_allocated_kv_bytes(self._log_since(self._log_start))
             self.files.write(record)
+            with self.log_path.open("a", encoding="utf-8") as log:
+                log.write(allocation_note(record.kv_estimate_bytes, record.kv_allocated_bytes))
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await self._kill(record.pid)

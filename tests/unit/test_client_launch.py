@@ -217,3 +217,23 @@ def test_our_own_fit_replaces_llama_cpp_fit(tmp_path: Path) -> None:
     argv = LaunchSpec(model=tmp_path / "m.gguf").argv("llama-server", 8080)
     assert argv[argv.index("--fit") + 1] == "off"
     assert argv[argv.index("--host") + 1] == "127.0.0.1"
+
+
+def test_log_notes_state_the_plan_and_the_check() -> None:
+    from fusion_tui.server.log_notes import allocation_note, plan_note
+
+    fit = {
+        "ctx": 8192,
+        "per_slot_ctx": 2048,
+        "parallel": 4,
+        "swa_full": False,
+        "swa_full_reason": "no sliding-window layers",
+        "prefix_reuse": "full",
+        "fit": {"limited_by": "trained context", "available_bytes": 8 << 30},
+    }
+    note = plan_note(fit, 180 << 20)
+    assert "fitted ctx 8192 (2048 per slot, 4 slots, limited by trained context)" in note
+    assert "swa-full off (no sliding-window layers)" in note
+    assert note.endswith("KV estimate 180.00 MiB\n")
+    assert allocation_note(180 << 20, 180 << 20).endswith("(+0.00%)\n")
+    assert "not compared" in allocation_note(None, 1)
