@@ -22,6 +22,7 @@ class ScriptedBackend:
         history: Sequence[tuple[str, str]] = (),
         hold_after: int | None = None,
         start_error: str | None = None,
+        prelude: Sequence[ReplyEvent] = (),
     ) -> None:
         self.replies = [list(r) for r in replies]
         self.status = status
@@ -32,6 +33,8 @@ class ScriptedBackend:
         self.start_error = start_error
         self.closed = False
         self.stopped = False
+        self.prelude = list(prelude)
+        """Events sent before the first fragment (prompt progress, notices)."""
         self.cancelled = False
 
     async def start(self, report: StatusCallback) -> ServerStatus:
@@ -46,6 +49,10 @@ class ScriptedBackend:
         fragments = self.replies.pop(0) if self.replies else ["(no script)"]
         answer = ""
         try:
+            for event in self.prelude:
+                yield event
+            if self.prelude and not fragments:
+                await asyncio.Event().wait()  # hold on the prompt-reading stage
             for i, fragment in enumerate(fragments):
                 if self.hold_after is not None and i >= self.hold_after:
                     await asyncio.Event().wait()

@@ -85,3 +85,34 @@ async def test_sessions_action_without_a_store_explains_itself() -> None:
         await app.run_action("open_sessions")
         await pilot.pause()
     assert said == ["sessions are not available with this backend"]
+
+
+async def test_a_failed_turn_offers_a_relaunch_that_starts_the_server_again() -> None:
+    from fusion_tui.chat.events import ReplyDone
+
+    backend = ScriptedBackend(
+        [[]], prelude=[ReplyDone("error", note="error · crashed", partial=True)]
+    )
+    starts: list[int] = []
+    real_start = backend.start
+
+    async def counting_start(report):  # type: ignore[no-untyped-def]
+        starts.append(1)
+        return await real_start(report)
+
+    backend.start = counting_start  # type: ignore[method-assign]
+    app = build_app(Settings(), backend)
+    said: list[str] = []
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.screen.workers.wait_for_complete()
+        app.notify = lambda message, **_: said.append(message)  # type: ignore[method-assign]
+        await pilot.press("x", "enter")
+        await pilot.pause(0.2)
+        app.screen.workers.cancel_group(app.screen, "reply")
+        await pilot.pause()
+        assert any("F5 relaunches the server" in m for m in said)
+        await pilot.press("f5")
+        await app.screen.workers.wait_for_complete()
+        await pilot.pause()
+    assert len(starts) == 2
+    assert backend.closed

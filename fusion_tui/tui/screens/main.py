@@ -39,6 +39,7 @@ class MainScreen(Screen[None]):
     BINDINGS = [
         Binding("escape", "cancel_reply", "Cancel", id="cancel"),
         Binding("ctrl+l", "focus_prompt", "Prompt", id="focus-prompt", show=False),
+        Binding("f5", "relaunch_server", "Relaunch server", id="relaunch-server", show=False),
         *MAIN_SCREEN_BINDINGS,
     ]
 
@@ -173,6 +174,14 @@ class MainScreen(Screen[None]):
         await self.chat.clear_messages()
         self.status_line.last_turn = ""
 
+    async def action_relaunch_server(self) -> None:
+        """After a crash: close what is left, then connect again (adopt or launch)."""
+        if self.reply_running:
+            self.app.notify("A reply is still streaming; Esc cancels it first.")
+            return
+        await self.backend.close()
+        self.start_server()
+
     async def action_stop_server(self) -> None:
         stop = getattr(self.backend, "stop_server", None)
         if stop is None:
@@ -245,6 +254,14 @@ class MainScreen(Screen[None]):
                         await message.finish(event.note, partial=event.partial)
                         if event.outcome == "completed" and self.first_turn:
                             self.make_title()
+                        elif event.outcome == "error":
+                            self.app.notify(
+                                f"{event.note}\nF5 relaunches the server; the partial answer "
+                                "and the session are saved.",
+                                title="Turn failed",
+                                severity="error",
+                                markup=False,
+                            )
                     elif isinstance(event, ToolBlock):  # agent mode: above the answer
                         await self.chat.mount(ToolCall(event), before=message)
         except asyncio.CancelledError:

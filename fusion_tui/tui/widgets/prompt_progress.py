@@ -32,7 +32,7 @@ class PromptProgressBar(Static):
 
     DEFAULT_CSS = """
     PromptProgressBar {
-        height: 1;
+        height: auto;
         padding: 0 1;
         color: $accent;
         display: none;
@@ -40,10 +40,18 @@ class PromptProgressBar(Static):
     PromptProgressBar.-active { display: block; }
     """
 
-    progress: reactive[Progress | None] = reactive(None)
+    progress: reactive[Progress | None] = reactive(None, layout=True)
 
     def render(self) -> str:
-        return "" if self.progress is None else bar_text(self.progress)
+        """One line when it fits; on a narrow terminal the bar gets a line of its own."""
+        if self.progress is None:
+            return ""
+        line = bar_text(self.progress)
+        width = self.size.width - 2
+        if width <= 0 or len(line) <= width:
+            return line
+        bar, _, label = line.partition(" · ")
+        return f"{bar}\n{label}"
 
     def watch_progress(self, progress: Progress | None) -> None:
         self.set_class(progress is not None, "-active")
