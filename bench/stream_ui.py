@@ -23,11 +23,32 @@ from textual.widgets import Markdown
 from fusion_tui.tui.widgets.chat_message import ChatMessage
 from fusion_tui.tui.widgets.chat_view import ChatView
 
-WORDS = ["token", "`code`", "**bold**", "cache", "slot", "prompt", "\n\n", "- item\n", "KV"]
+WORDS = [
+    "the",
+    "slot",
+    "keeps",
+    "its",
+    "`prompt`",
+    "cached",
+    "so",
+    "**each**",
+    "turn",
+    "is",
+    "cheap",
+]
 
 
 def fragments(n: int) -> list[str]:
-    return [WORDS[i % len(WORDS)] + ("" if i % len(WORDS) == 6 else " ") for i in range(n)]
+    """Prose shaped like a model's answer: a paragraph every 40 tokens, a short list every 200."""
+    out = []
+    for i in range(n):
+        word = WORDS[i % len(WORDS)] + " "
+        if i % 200 == 199:
+            word += "\n\n- first point\n- second point\n\n"
+        elif i % 40 == 39:
+            word += "\n\n"
+        out.append(word)
+    return out
 
 
 class Host(App[None]):
@@ -111,7 +132,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, nargs="+", default=[1000, 10000])
     parser.add_argument("--rate", type=float, default=2000.0, help="tokens per second pushed")
-    parser.add_argument("--cap", type=float, default=60.0, help="seconds per naive run at most")
+    parser.add_argument("--cap", type=float, default=30.0, help="seconds per naive run at most")
     args = parser.parse_args()
     print(f"{'tokens':>7} {'view':>9} {'sent':>6} {'µs/token':>9} {'worst lag ms':>13}")
     for n in args.tokens:
