@@ -17,6 +17,7 @@ from fusion_tui.chat.backend import Backend, StatusCallback
 from fusion_tui.config import Settings
 from fusion_tui.config.loader import config_path
 from fusion_tui.config.persist import PersistError, persist_setting
+from fusion_tui.launch_choice import LaunchChoice
 from fusion_tui.paths import AppPaths
 from fusion_tui.runtime import Connection
 from fusion_tui.theme_files import APP_VARIABLES
@@ -24,7 +25,6 @@ from fusion_tui.tui import bindings as ids
 from fusion_tui.tui.bindings import APP_BINDINGS, CLOSE_BINDING, KeyRow, key_rows
 from fusion_tui.tui.commands import APP_COMMANDS, FusionCommands
 from fusion_tui.tui.screens.help import HelpScreen, KeySection
-from fusion_tui.tui.screens.launch_wizard import LaunchChoice
 from fusion_tui.tui.screens.main import MainScreen
 from fusion_tui.tui.screens.server_log import POLL_SECONDS, ServerLogScreen
 from fusion_tui.tui.themes import choose_theme, failures_message, install_themes, load_themes

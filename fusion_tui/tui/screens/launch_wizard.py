@@ -12,10 +12,9 @@ words come from `fusion_tui.fit.summary`, which is tested without Textual.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
-from typing import ClassVar, Protocol
+from typing import ClassVar
 
 from rich.table import Table
 from rich.text import Text
@@ -30,7 +29,7 @@ from textual.widgets.option_list import Option
 
 from fusion_tui.config import Settings
 from fusion_tui.demo_model import DEMO_NAME, demo_model_path
-from fusion_tui.fit.launch_plan import LaunchPlan, plan_launch
+from fusion_tui.fit.launch_plan import LaunchPlan
 from fusion_tui.fit.summary import (
     MAX_SLOTS,
     SummaryRow,
@@ -43,70 +42,18 @@ from fusion_tui.fit.summary import (
     stage_lines,
     step_titles,
 )
+from fusion_tui.launch_choice import LaunchChoice, Launcher, Planner, plan_with_settings
 from fusion_tui.models_registry import ModelsRegistry
 from fusion_tui.paths import AppPaths
-from fusion_tui.runtime import Connection, StatusReport, connect
+from fusion_tui.runtime import Connection, connect
 from fusion_tui.server.errors import DaemonStartError
 from fusion_tui.server.probe import model_display_name, ready_line
 from fusion_tui.status import ServerStatus
+from fusion_tui.tui.widgets.gguf_tree import GGUFTree
 
 SLOTS_NOTE = f"1–{MAX_SLOTS}; the fit follows as you type · enter launches"
 PICK, PLAN, LAUNCH = 1, 2, 3
 _STEP_IDS = {PICK: "step-pick", PLAN: "step-plan", LAUNCH: "step-launch"}
-
-
-class Launcher(Protocol):
-    """What the wizard calls to launch: `runtime.connect` or anything shaped like it."""
-
-    def __call__(
-        self,
-        settings: Settings,
-        paths: AppPaths,
-        report: StatusReport | None = None,
-        *,
-        model: str | None = None,
-        parallel: int | None = None,
-        ctx: int | None = None,
-    ) -> Awaitable[Connection]: ...
-
-
-Planner = Callable[[Path, int], LaunchPlan]
-
-
-@dataclass(frozen=True)
-class LaunchChoice:
-    """The wizard's result: the model and slot count that are now being served."""
-
-    model_path: Path
-    parallel: int
-    plan: LaunchPlan
-    connection: Connection
-    """The ready connection the launcher returned (the caller owns its client from now on)."""
-
-
-def plan_with_settings(settings: Settings, model: Path, parallel: int) -> LaunchPlan:
-    """The plan `runtime.plan_spec` makes for the same model and slots, without fallback: the
-    wizard refuses an unreadable header with its reason rather than guessing."""
-    m = settings.local_models.managed
-    return plan_launch(
-        model, parallel, m.ctx, m.ubatch, m.cache_type_k, m.cache_type_v, m.kv_unified,
-        m.swa_full, m.min_ctx, max_ctx=m.max_ctx, memory_bytes=m.memory_bytes,
-        flash_attn=m.flash_attn, allow_fallback=False,
-    )  # fmt: skip
-
-
-class GGUFTree(DirectoryTree):
-    """A file tree that shows folders and `.gguf` files only (no hidden entries)."""
-
-    def filter_paths(self, paths: Iterable[Path]) -> Iterable[Path]:
-        return [p for p in paths if not p.name.startswith(".") and _dir_or_gguf(p)]
-
-
-def _dir_or_gguf(path: Path) -> bool:
-    try:
-        return path.is_dir() or path.suffix.lower() == ".gguf"
-    except OSError:
-        return False
 
 
 class LaunchWizard(ModalScreen[LaunchChoice | None]):

@@ -1,0 +1,54 @@
+"""Provides what the launch wizard needs from the core: the launcher shape, its result, and the
+plan it shows (the same plan `runtime.plan_spec` makes, without the file-size fallback)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from fusion_tui.config import Settings
+from fusion_tui.fit.launch_plan import LaunchPlan, plan_launch
+from fusion_tui.paths import AppPaths
+from fusion_tui.runtime import Connection, StatusReport
+
+
+class Launcher(Protocol):
+    """What the wizard calls to launch: `runtime.connect` or anything shaped like it."""
+
+    def __call__(
+        self,
+        settings: Settings,
+        paths: AppPaths,
+        report: StatusReport | None = None,
+        *,
+        model: str | None = None,
+        parallel: int | None = None,
+        ctx: int | None = None,
+    ) -> Awaitable[Connection]: ...
+
+
+Planner = Callable[[Path, int], LaunchPlan]
+
+
+@dataclass(frozen=True)
+class LaunchChoice:
+    """The wizard's result: the model and slot count that are now being served."""
+
+    model_path: Path
+    parallel: int
+    plan: LaunchPlan
+    connection: Connection
+    """The ready connection the launcher returned (the caller owns its client from now on)."""
+
+
+def plan_with_settings(settings: Settings, model: Path, parallel: int) -> LaunchPlan:
+    """The plan `runtime.plan_spec` makes for the same model and slots, without fallback: the
+    wizard refuses an unreadable header with its reason rather than guessing."""
+    m = settings.local_models.managed
+    return plan_launch(
+        model, parallel, m.ctx, m.ubatch, m.cache_type_k, m.cache_type_v, m.kv_unified,
+        m.swa_full, m.min_ctx, max_ctx=m.max_ctx, memory_bytes=m.memory_bytes,
+        flash_attn=m.flash_attn, allow_fallback=False,
+    )  # fmt: skip
