@@ -11,7 +11,7 @@ from fusion_tui.config.settings import UISettings
 from fusion_tui.tui.app import build_app
 from tests.tui.scripted_backend import ScriptedBackend
 
-SIZES = [(80, 24), (160, 48)]
+SIZES = [(80, 24), (160, 48), (200, 60)]
 SETTINGS = Settings(ui=UISettings(cursor_blink=False))
 
 
