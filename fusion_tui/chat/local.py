@@ -38,7 +38,13 @@ from fusion_tui.chat.warm import (
 from fusion_tui.config import Settings
 from fusion_tui.paths import AppPaths
 from fusion_tui.runtime import Connection, connect, make_daemon
-from fusion_tui.server.errors import ProtocolError, ServerError, ServerUnreachable, StreamStalled
+from fusion_tui.server.errors import (
+    ContextExceeded,
+    ProtocolError,
+    ServerError,
+    ServerUnreachable,
+    StreamStalled,
+)
 from fusion_tui.server.types import PromptProgress, StreamEnd, StreamEvent, TextDelta
 from fusion_tui.sessions.model import Message, RequestRecord, ServerIdentity, Session, TurnRecord
 from fusion_tui.sessions.store import SessionStore, SessionStoreError
@@ -287,6 +293,10 @@ class LocalBackend(SessionHooks):
             outcome, detail = "error", self._stall_message(exc)
             yield ReplyDone("error", note=f"error · {detail}", partial=True)
             return
+        except ContextExceeded as exc:
+            outcome, detail = "error", context_full_message(exc)
+            yield ReplyDone("error", note=f"error · {detail}", partial=True)
+            return
         except ServerError as exc:
             outcome, detail = "error", str(exc)
             yield ReplyDone("error", note=f"error · {exc}", partial=True)
@@ -467,3 +477,12 @@ class LocalBackend(SessionHooks):
             self.save_error = None
         except SessionStoreError as exc:
             self.save_error = str(exc)
+
+
+def context_full_message(exc: ContextExceeded) -> str:
+    """What to do when a session no longer fits its slot (the server refuses, nothing is lost)."""
+    return (
+        f"this session no longer fits the slot: {exc.n_prompt_tokens:,} prompt tokens for a "
+        f"{exc.n_ctx:,}-token context. Your message is saved; start a new session (Ctrl+N) or "
+        "launch with fewer slots or a larger context (F2)"
+    )

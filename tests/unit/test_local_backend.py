@@ -291,3 +291,30 @@ async def test_a_new_session_does_not_take_a_short_sessions_slot_by_similarity(
     await two.close()
     end = next(e for e in again if isinstance(e, StreamEnd))
     assert end.id_slot == 3 and end.timings.cache_n > 40  # session one's cache survived
+
+
+async def test_a_session_past_its_context_says_what_to_do_and_keeps_the_message(
+    srv: DiskFake, paths: AppPaths, slot_dir: Path
+) -> None:
+    backend = await started(srv, paths, slot_dir)
+    srv.script(
+        Reply(
+            status=400,
+            error={
+                "code": 400,
+                "message": "request (2155 tokens) exceeds the available context size (2048 tokens)",
+                "type": "exceed_context_size_error",
+                "n_prompt_tokens": 2155,
+                "n_ctx": 2048,
+            },
+        )
+    )
+    events = await turn(backend, "one more question")
+    await backend.close()
+    end = done(events)
+    assert end.outcome == "error" and end.partial
+    assert "2,155 prompt tokens for a 2,048-token context" in end.note
+    assert "start a new session (Ctrl+N)" in end.note
+    saved = SessionStore(paths.sessions_dir).load(backend.session.id)
+    assert saved.messages[-2].content == "one more question"
+    assert saved.turns[-1].outcome == "error"
