@@ -7,6 +7,7 @@ in your workspace, so exposing it is a decision, not a default.
 from __future__ import annotations
 
 import argparse
+import importlib
 import shlex
 import sys
 from typing import Any
@@ -33,8 +34,8 @@ def command_line(args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace, settings: Settings, paths: AppPaths) -> int:
-    try:
-        from textual_serve.server import Server
+    try:  # the optional `serve` extra; imported only when this command runs
+        server_module = importlib.import_module("textual_serve.server")
     except ImportError:
         print(
             "fusion-tui serve needs textual-serve: pip install 'fusion-tui[serve]'",
@@ -43,5 +44,8 @@ def run(args: argparse.Namespace, settings: Settings, paths: AppPaths) -> int:
         return 2
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"warning: serving on {args.host}, reachable from other machines", file=sys.stderr)
-    Server(command_line(args), host=args.host, port=args.port, title="fusion-tui").serve()
+    server = server_module.Server(
+        command_line(args), host=args.host, port=args.port, title="fusion-tui"
+    )
+    server.serve()
     return 0
