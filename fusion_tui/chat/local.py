@@ -26,7 +26,7 @@ from typing import Any
 
 from fusion_tui.chat.backend import StatusCallback
 from fusion_tui.chat.events import Notice, Progress, ReplyDone, ReplyEvent
-from fusion_tui.chat.session_hooks import SessionHooks
+from fusion_tui.chat.resume import ResumeState, WarmResume
 from fusion_tui.chat.titles import TITLE_TOKENS, clean_title, title_messages
 from fusion_tui.chat.warm import (
     archive_for,
@@ -46,15 +46,11 @@ from fusion_tui.server.errors import (
     StreamStalled,
 )
 from fusion_tui.server.types import PromptProgress, StreamEnd, StreamEvent, TextDelta
-from fusion_tui.sessions.model import Message, RequestRecord, ServerIdentity, Session, TurnRecord
+from fusion_tui.sessions.model import Message, RequestRecord, Session, TurnRecord
 from fusion_tui.sessions.store import SessionStore, SessionStoreError
 from fusion_tui.slots.archive import (
     DEFAULT_MAX_BYTES,
-    ArchiveRefused,
-    Restored,
     SlotArchive,
-    choose_fresh_slot,
-    choose_restore_slot,
 )
 from fusion_tui.slots.gate import SlotGate, slots_busy_probe, waiting_message
 from fusion_tui.slots.pins import SlotPool
@@ -72,20 +68,11 @@ NO_DATA = (FirstTokenStall, ServerUnreachable, ProtocolError)
 
 
 @dataclass
-class _Resume:
-    """How the current session came back: `same` server, `restored` from disk, or `cold`."""
-
-    kind: str
-    restored: Restored | None = None
-    reason: str = ""
-
-
-@dataclass
 class _Flag:
     data: bool = False
 
 
-class LocalBackend(SessionHooks):
+class LocalBackend(WarmResume):
     """The real backend used by the TUI and by `fusion-tui run`."""
 
     def __init__(
@@ -114,15 +101,12 @@ class LocalBackend(SessionHooks):
         self.gate: SlotGate | None = None
         self.archive: SlotArchive | None = None
         self.session = self._open_session(resume)
-        self._resume: _Resume | None = None
+        self._resume: ResumeState | None = None
         self._resume_checked = False
         self._side_slot: int | None = None
         self._live_totals: dict[int, int] = {}
         self.save_error: str | None = None
         """The last save failure, shown to the user; the session stays in memory."""
-
-    def _reset_resume(self) -> None:
-        self._resume, self._resume_checked = None, False
 
     def _open_session(self, resume: str | None) -> Session:
         if resume is None:
@@ -191,70 +175,6 @@ class LocalBackend(SessionHooks):
         return out
 
     # --- warm resume ---------------------------------------------------------------------------
-
-    def identity(self) -> ServerIdentity:
-        assert self.conn is not None
-        props = self.conn.props
-        return ServerIdentity(props.model_path, self.conn.launch_id, props.total_slots)
-
-    async def warm_resume(self) -> list[str]:
-        """Before the first request of a resumed session: on a new daemon, restore its saved
-        slot into a free slot and pin it. Runs once per session; returns notes for the user."""
-        if self._resume_checked or self.conn is None or self.gate is None:
-            return []
-        self._resume_checked = True
-        session = self.session
-        if session.server is None or not session.requests:
-            return []
-        if session.server.same_server(self.identity()):
-            self._resume = _Resume("same")
-            return []
-        if self.archive is None:
-            return self._cold("this server keeps no saved slots (not a managed launch)")
-        try:
-            states = await self.conn.client.slots()
-        except ServerError:
-            states = None
-        slot = choose_restore_slot(
-            states,
-            self.pool.total_slots,
-            pinned=self.pool.pins.values(),
-            held=self.gate.held,
-        )
-        if slot is None:
-            return self._cold("no free slot to restore the saved one into")
-        try:
-            async with self.gate.hold(slot):
-                restored = await self.archive.restore(
-                    self.conn.client, slot, session.id, server_facts(self.conn)
-                )
-        except ArchiveRefused as exc:
-            return self._cold(str(exc))
-        self.pool.pin(session.id, slot)
-        session.pinned_slot = slot
-        self._resume = _Resume("restored", restored)
-        return [
-            f"restored the saved slot into slot {slot} ({restored.n_restored:,} tokens in "
-            f"{restored.restore_ms / 1000:.1f} s)"
-        ]
-
-    async def _fresh_slot(self) -> int:
-        """An empty slot no known session holds, for a brand-new session; else -1."""
-        assert self.conn is not None and self.gate is not None
-        try:
-            states = await self.conn.client.slots()
-        except ServerError:
-            return -1
-        taken = set(self.pool.pins.values()) | set(self.gate.held)
-        taken |= set(self.known_owners())
-        if self._side_slot is not None:
-            taken.add(self._side_slot)
-        slot = choose_fresh_slot(states, self.pool.total_slots, taken)
-        return -1 if slot is None else slot
-
-    def _cold(self, reason: str) -> list[str]:
-        self._resume = _Resume("cold", reason=reason)
-        return [f"cold start: {reason}"]
 
     # --- turns ---------------------------------------------------------------------------------
 
