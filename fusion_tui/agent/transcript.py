@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from fusion_tui.agent.prompt import Message, PromptPacker, TemplateFrame
+from fusion_tui.atomic import atomic_write
 from fusion_tui.sessions.model import SessionFileError
-from fusion_tui.sessions.store import SessionStore, atomic_write
+from fusion_tui.sessions.store import SessionStore
 
 
 def packer_path(store: SessionStore, session_id: str) -> Path:

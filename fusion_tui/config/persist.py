@@ -7,7 +7,6 @@ as written), the result is checked by loading it, and the write is atomic (temp 
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from fusion_tui.atomic import atomic_write
 from fusion_tui.config.loader import ConfigError, load_settings
 from fusion_tui.config.settings import SCHEMA_VERSION
 
@@ -175,30 +175,6 @@ def _check(text: str, path: Path, keys: tuple[str, ...], value: Any) -> None:
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Keep the file's own permissions (a new file is 0600)."""
     mode = path.stat().st_mode & 0o777 if path.exists() else 0o600
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:  # pragma: no cover - some platforms cannot open folders
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(fd)
+    atomic_write(path, text, mode=mode)

@@ -14,31 +14,19 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from fusion_tui.atomic import atomic_write
 
 PID_FILE = "llama-server.pid"
 RECORD_VERSION = 1
 
 
 def write_atomic(path: Path, text: str, mode: int = 0o600) -> None:
-    """Write `text` to `path` via a temporary file and a rename: readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    """Write `text` to `path` atomically: readers never see half a file."""
+    atomic_write(path, text, mode=mode)
 
 
 def write_json(path: Path, data: Any) -> None:

@@ -14,13 +14,13 @@ import errno
 import json
 import os
 import shutil
-import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from fusion_tui.atomic import atomic_write
 from fusion_tui.paths import AppPaths
 from fusion_tui.sessions.migrations import (
     FutureSchemaError,
@@ -97,27 +97,6 @@ class SessionEntry:
         )
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    """Write every byte (a seam tests replace to simulate a full disk)."""
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return  # some platforms cannot open a folder; the rename is still atomic
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def _describe(exc: OSError) -> str:
     reasons = {
         errno.ENOSPC: "the disk is full",
@@ -127,25 +106,6 @@ def _describe(exc: OSError) -> str:
         errno.EPERM: "permission denied",
     }
     return reasons.get(exc.errno or 0, exc.strerror or str(exc))
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Replace `path` with `data` (mode 0600) so that readers see the old or the new bytes."""
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    tmp = Path(tmp_name)
-    try:
-        try:
-            os.fchmod(fd, 0o600)
-            _write_all(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-    _fsync_dir(path.parent)
 
 
 class SessionStore:

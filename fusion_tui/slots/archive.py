@@ -14,13 +14,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from fusion_tui.atomic import atomic_write
 from fusion_tui.server.errors import ServerError
 from fusion_tui.server.types import SlotState
 
@@ -178,19 +178,7 @@ class SlotArchive:
             return None
 
     def _write_tag(self, tag: ArchiveTag) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".tag-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(tag.to_dict(), fh, indent=1)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.chmod(tmp, 0o600)
-            os.replace(tmp, self.tag_path(tag.session_id))
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        atomic_write(self.tag_path(tag.session_id), json.dumps(tag.to_dict(), indent=1))
 
     def check(self, session_id: str, facts: ServerFacts) -> ArchiveTag:
         """The tag when the saved slot fits `facts`; else `ArchiveRefused` with the reason."""

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from fusion_tui import atomic as atomic_mod
 from fusion_tui.paths import AppPaths
-from fusion_tui.sessions import store as store_mod
 from fusion_tui.sessions.migrations import FutureSchemaError
 from fusion_tui.sessions.model import Message, Session, SessionFileError
 from fusion_tui.sessions.store import SessionNotFound, SessionStore, SessionStoreError
@@ -166,7 +166,7 @@ def test_write_failure_keeps_the_previous_file(
         os.write(fd, data[:1000])
         raise OSError(err, os.strerror(err))
 
-    monkeypatch.setattr(store_mod, "_write_all", failing_write)
+    monkeypatch.setattr(atomic_mod, "_write_all", failing_write)
     with pytest.raises(SessionStoreError) as info:
         store.save(s)
     assert words in str(info.value) and "previous version" in str(info.value)
