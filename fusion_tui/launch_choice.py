@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Protocol
 
 from fusion_tui.config import Settings
-from fusion_tui.fit.launch_plan import LaunchPlan, plan_launch
+from fusion_tui.fit.launch_plan import LaunchPlan
 from fusion_tui.paths import AppPaths
-from fusion_tui.runtime import Connection, StatusReport
+from fusion_tui.runtime import Connection, StatusReport, plan_for
 
 
 class Launcher(Protocol):
@@ -46,9 +46,4 @@ class LaunchChoice:
 def plan_with_settings(settings: Settings, model: Path, parallel: int) -> LaunchPlan:
     """The plan `runtime.plan_spec` makes for the same model and slots, without fallback: the
     wizard refuses an unreadable header with its reason rather than guessing."""
-    m = settings.local_models.managed
-    return plan_launch(
-        model, parallel, m.ctx, m.ubatch, m.cache_type_k, m.cache_type_v, m.kv_unified,
-        m.swa_full, m.min_ctx, max_ctx=m.max_ctx, memory_bytes=m.memory_bytes,
-        flash_attn=m.flash_attn, allow_fallback=False,
-    )  # fmt: skip
+    return plan_for(settings, model, parallel=parallel, allow_fallback=False)

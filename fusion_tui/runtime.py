@@ -15,6 +15,8 @@ from typing import Any
 
 from fusion_tui.config import Settings
 from fusion_tui.demo_model import DEMO_NAME, INSTALL_HINT, demo_model_path
+from fusion_tui.fit.kv import KVConfigError
+from fusion_tui.fit.launch_plan import LaunchPlan, plan_launch
 from fusion_tui.paths import AppPaths
 from fusion_tui.server.client import LlamaClient
 from fusion_tui.server.daemon import ManagedDaemon
@@ -67,6 +69,34 @@ def resolve_model(settings: Settings, override: str | None = None) -> tuple[Path
     return demo, f"No model configured: using the demo model, {DEMO_NAME}."
 
 
+def plan_for(
+    settings: Settings,
+    model: Path,
+    *,
+    parallel: int | None = None,
+    ctx: int | None = None,
+    allow_fallback: bool = True,
+) -> LaunchPlan:
+    """The measured plan for `model` under the managed settings (fitted context, swa-full verdict,
+    estimate); `KVConfigError` for settings the server would refuse."""
+    m = settings.local_models.managed
+    return plan_launch(
+        model,
+        parallel=parallel or m.parallel,
+        ctx=ctx or m.ctx,
+        ubatch=m.ubatch,
+        type_k=m.cache_type_k,
+        type_v=m.cache_type_v,
+        kv_unified=m.kv_unified,
+        swa_full_mode=m.swa_full,
+        min_ctx=m.min_ctx,
+        max_ctx=m.max_ctx,
+        memory_bytes=m.memory_bytes,
+        flash_attn=m.flash_attn,
+        allow_fallback=allow_fallback,
+    )
+
+
 def plan_spec(
     settings: Settings,
     paths: AppPaths,
@@ -74,50 +104,28 @@ def plan_spec(
     *,
     parallel: int | None = None,
     ctx: int | None = None,
-) -> tuple[LaunchSpec, dict[str, Any] | None, int | None]:
+) -> tuple[LaunchSpec, dict[str, Any], int]:
     """The launch spec for `model` with the fitted context; also the fit record and estimate."""
     managed = settings.local_models.managed
-    n_parallel = parallel or managed.parallel
-    fit: dict[str, Any] | None = None
-    estimate: int | None = None
-    swa_full = managed.swa_full == "on"
-    total_ctx = ctx or managed.ctx
     try:
-        from fusion_tui.fit.launch_plan import plan_launch
-    except ImportError:  # pragma: no cover - the fit package is always installed
-        plan_launch = None  # type: ignore[assignment]
-    if plan_launch is not None:
-        plan = plan_launch(
-            model,
-            parallel=n_parallel,
-            ctx=total_ctx,
-            ubatch=managed.ubatch,
-            type_k=managed.cache_type_k,
-            type_v=managed.cache_type_v,
-            kv_unified=managed.kv_unified,
-            swa_full_mode=managed.swa_full,
-            min_ctx=managed.min_ctx,
-            max_ctx=managed.max_ctx,
-            memory_bytes=managed.memory_bytes,
-            flash_attn=managed.flash_attn,
-        )
-        total_ctx, swa_full = plan.ctx, plan.swa_full
-        fit, estimate = plan.to_dict(), plan.kv_bytes_total
+        plan = plan_for(settings, model, parallel=parallel, ctx=ctx)
+    except KVConfigError as exc:  # a setting the server would refuse: say which, no traceback
+        raise DaemonStartError(f"cannot launch with these settings: {exc}") from None
     spec = LaunchSpec(
         model=model,
-        parallel=n_parallel,
-        ctx=total_ctx or 4096 * n_parallel,
+        parallel=plan.parallel,
+        ctx=plan.ctx,
         ubatch=managed.ubatch,
         cache_type_k=managed.cache_type_k,
         cache_type_v=managed.cache_type_v,
         kv_unified=managed.kv_unified,
-        swa_full=swa_full,
+        swa_full=plan.swa_full,
         flash_attn=managed.flash_attn,
         slot_save_path=paths.slot_save_dir,
         threads=managed.threads,
         extra_args=managed.extra_args,
     )
-    return spec, fit, estimate
+    return spec, plan.to_dict(), plan.kv_bytes_total
 
 
 def make_daemon(settings: Settings, paths: AppPaths) -> ManagedDaemon:

@@ -60,3 +60,16 @@ def test_launch_with_a_missing_model_says_so(
 ) -> None:
     assert main(["launch", "/nowhere/model.gguf"]) == 1
     assert "no model file at /nowhere/model.gguf" in capsys.readouterr().err
+
+
+def test_launch_settings_the_server_would_refuse_are_named_not_a_traceback(
+    app_home: AppPaths, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = app_home.config_dir.parent / "m.gguf"
+    model.parent.mkdir(parents=True, exist_ok=True)
+    model.write_bytes(b"GGUF")
+    monkeypatch.setenv("FUSION_TUI_LOCALMODELS__MANAGED__CACHETYPEV", "q8_0")
+    monkeypatch.setenv("FUSION_TUI_LOCALMODELS__MANAGED__FLASHATTN", "off")
+    assert main(["launch", str(model)]) == 1
+    err = capsys.readouterr().err
+    assert "cannot launch with these settings" in err and "flash attention" in err
