@@ -184,9 +184,11 @@ def _convert(tp: Any, value: Any, path: tuple[str, ...]) -> Any:
             raise _FieldError(path, f"should be a finite number, not {value!r}")
         return float(value)
     if tp is str:
+        choices = CHOICES.get(path)
+        if isinstance(value, bool) and choices and "on" in choices:
+            value = "on" if value else "off"  # YAML 1.1 reads a bare on/off as a boolean
         if not isinstance(value, str | int | float) or isinstance(value, bool):
             raise _FieldError(path, f"should be text, not {value!r}")
-        choices = CHOICES.get(path)
         if choices and str(value) not in choices:
             raise _FieldError(path, f"should be one of {', '.join(choices)}, not {value!r}")
         return str(value)

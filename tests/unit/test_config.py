@@ -95,3 +95,9 @@ def test_settings_to_dict_round_trips(tmp_path: Path) -> None:
     settings = Settings()
     path = write(tmp_path, yaml.safe_dump(settings_to_dict(settings)))
     assert load_settings(path, env={}) == settings
+
+
+def test_bare_on_and_off_mean_the_words_not_booleans(tmp_path: Path) -> None:
+    path = write(tmp_path, "localModels:\n  managed:\n    swaFull: off\n    flashAttn: on\n")
+    managed = load_settings(path, env={}).local_models.managed
+    assert (managed.swa_full, managed.flash_attn) == ("off", "on")
