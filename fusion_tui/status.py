@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fusion_tui.server.probe import format_rate
 from fusion_tui.server.types import Timings
 
 
@@ -29,8 +30,7 @@ class ServerStatus:
             return " · ".join(p for p in (self.state, self.model, self.detail) if p)
         parts = ["ready", self.model, f"{self.slots} slots × {self.n_ctx} ctx"]
         if self.tok_s:
-            rate = f"{self.tok_s:.1f}" if self.tok_s < 10 else f"{self.tok_s:.0f}"
-            parts.append(f"~{rate} tok/s single stream")
+            parts.append(f"~{format_rate(self.tok_s)} tok/s single stream")
         return " · ".join(p for p in parts if p)
 
 
