@@ -18,7 +18,9 @@ SCHEMA_VERSION = 1
 """Version of the on-disk layout written by this code (see `migrations.py`)."""
 
 Role = Literal["system", "user", "assistant", "tool"]
-Outcome = Literal["completed", "cancelled", "time_ceiling", "max_steps", "error"]
+Outcome = Literal[
+    "completed", "cancelled", "time_ceiling", "max_steps", "error", "stuck", "no_answer"
+]
 ROLES: tuple[str, ...] = get_args(Role)
 OUTCOMES: tuple[str, ...] = get_args(Outcome)
 
