@@ -50,6 +50,7 @@ from fusion_tui.agent.request import CompletionFn, Reply, SlotChooser, stream_re
 from fusion_tui.agent.tools import ToolContext, ToolResult
 from fusion_tui.agent.tools.registry import CORE_TOOLS, DELEGATE, FINISH, RUNNERS
 from fusion_tui.agent.tools.workspace import ToolError, Workspace
+from fusion_tui.agent.workspace_facts import task_prefix
 from fusion_tui.server.errors import ContextExceeded
 
 
@@ -86,6 +87,9 @@ class AgentDeps:
     tools: tuple[ToolSpec, ...] = CORE_TOOLS
     delegate: Any = None
     """A `delegate.DelegatePolicy`; when set, the `delegate` tool is offered."""
+    workspace_facts: bool = True
+    """Add the workspace's top-level files and real-path examples to the task's system message
+    (`workspace_facts.py`); off only to measure the old prompt."""
 
 
 def tools_for(deps_tools: tuple[ToolSpec, ...], with_delegate: bool) -> tuple[ToolSpec, ...]:
@@ -128,7 +132,12 @@ class _Run:
         self.ceiling = self.started + config.max_duration_ms / 1000
         self.tools = tools_for(deps.tools, deps.delegate is not None)
         self.schema = step_schema(self.tools)
-        self.packer = resume or PromptPacker(deps.frame, deps.stable_prefix)
+        stable = deps.stable_prefix
+        if deps.workspace_facts:  # once per task: part of the cached prefix, byte-stable
+            stable = task_prefix(stable, deps.workspace)
+        if resume is not None:
+            resume.set_stable(stable)
+        self.packer = resume or PromptPacker(deps.frame, stable)
         self.meter = ContextMeter(deps.n_ctx)
         self.slot = deps.slots.slot_for(session_id)
         self.step = 0
