@@ -32,11 +32,46 @@ class TokenDelta:
 
 
 @dataclass(frozen=True)
+class RequestSent:
+    """A request of a step went out; until progress or a token arrives the step is waiting for
+    the server (`id_slot` -1: for whichever slot the server picks)."""
+
+    step: int
+    purpose: RequestPurpose
+    id_slot: int
+    prompt_chars: int
+
+
+@dataclass(frozen=True)
 class PromptProgressed:
     step: int
     total: int
     cache: int
     processed: int
+    tok_s: float | None = None
+    """Prompt evaluation rate since the first progress report of this request (None at first)."""
+    purpose: RequestPurpose = "step"
+
+
+@dataclass(frozen=True)
+class StepDraft:
+    """The step's output so far, read leniently (`partial_action.py`); sent throttled while the
+    model writes (at most every DRAFT_INTERVAL_S) and once more with `done` at the stream's end.
+
+    `tool`/`args`: the action forming (`tool` None until its name is complete); `summary`: the
+    finish text so far; `text`: the raw output so far; `predicted_n`: tokens so far (one per
+    streamed piece); `tok_s`: generation rate since the first token.
+    """
+
+    step: int
+    purpose: RequestPurpose
+    text: str
+    tool: str | None
+    args: dict[str, Any]
+    summary: str | None
+    predicted_n: int
+    tok_s: float | None
+    done: bool = False
 
 
 @dataclass(frozen=True)
@@ -130,7 +165,9 @@ class WorkerEvent:
 AgentEvent = (
     StepStarted
     | TokenDelta
+    | RequestSent
     | PromptProgressed
+    | StepDraft
     | RequestDone
     | ToolStarted
     | ToolFinished
