@@ -20,6 +20,7 @@ from fusion_tui.agent.events import (
     RequestDone,
     RequestSent,
     StepDraft,
+    StepStarted,
     TaskOutcome,
     ToolStarted,
 )
@@ -86,7 +87,8 @@ async def test_a_real_step_streams_progress_and_its_action_forming(
                        deps=deps, config=config)  # fmt: skip
     assert "### workspace files (top level)\nhello.py\nutil.py" in bodies[0]["prompt"]
     step1 = [e for e in events if getattr(e, "step", None) == 1]
-    assert isinstance(step1[0], RequestSent) and step1[0].purpose == "step"
+    assert isinstance(step1[0], StepStarted)
+    assert isinstance(step1[1], RequestSent) and step1[1].purpose == "step"
     progress = [e for e in step1 if isinstance(e, PromptProgressed)]
     assert progress, "no prompt progress from the server"
     assert [p.processed for p in progress] == sorted(p.processed for p in progress)
