@@ -96,3 +96,13 @@ def test_closest_paths_is_bounded(tmp_path: Path) -> None:
         (tmp_path / f"file{i}.py").write_text("")
     assert len(closest_paths(tmp_path, "file1.pyy")) <= 4
     assert closest_paths(tmp_path, "file1.pyy")[0] == "file1.py"
+
+
+async def test_a_start_line_past_the_end_says_how_to_read_the_file(ws: Path) -> None:
+    events: list[Any] = []
+    script = Script(
+        ManualClock(), [act("read_file", path="hello.py", start_line=5), act("finish", summary="x")]
+    )
+    await run_task("t", session_id="s", deps=make_deps(ws, script, events=events))
+    (error,) = [e.result for e in events if isinstance(e, ToolFinished)]
+    assert "hello.py has 1 line(s); leave out start_line and end_line" in error
