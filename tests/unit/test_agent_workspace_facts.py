@@ -106,3 +106,13 @@ async def test_a_start_line_past_the_end_says_how_to_read_the_file(ws: Path) -> 
     await run_task("t", session_id="s", deps=make_deps(ws, script, events=events))
     (error,) = [e.result for e in events if isinstance(e, ToolFinished)]
     assert "hello.py has 1 line(s); leave out start_line and end_line" in error
+
+
+async def test_list_dir_on_a_file_says_to_read_it(ws: Path) -> None:
+    events: list[Any] = []
+    script = Script(ManualClock(), [act("list_dir", path="hello.py"), act("finish", summary="x")])
+    await run_task("t", session_id="s", deps=make_deps(ws, script, events=events))
+    (error,) = [e.result for e in events if isinstance(e, ToolFinished)]
+    assert error == (
+        "hello.py is a file, not a directory; to see its content call read_file with path hello.py"
+    )

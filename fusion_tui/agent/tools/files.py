@@ -76,6 +76,11 @@ async def read_file(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
 
 async def list_dir(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     resolved = ctx.workspace.resolve(args.get("path", ".") or ".")
+    if resolved.real.is_file():
+        raise ToolError(
+            f"{resolved.rel} is a file, not a directory; to see its content call read_file "
+            f"with path {resolved.rel}"
+        )
     entries: list[str] = []
     with ctx.workspace.open_dir(resolved) as dfd:
         names = sorted(os.listdir(dfd))
