@@ -90,7 +90,7 @@ def render(top: TopLevel) -> str:
     example = _example_file(top)
     if example is not None:
         lines.append(f"read {example}: " + _act("read_file", path=example))
-    lines.append("list the workspace: " + _act("list_dir", path="."))
+    lines.append("list the workspace: " + _act("list_dir"))
     if top.dirs:
         lines.append(f"list {top.dirs[0]}/: " + _act("list_dir", path=top.dirs[0]))
     if example is not None and "." in example:
@@ -100,6 +100,7 @@ def render(top: TopLevel) -> str:
             f"change {example} (copy `search` exactly from read_file): "
             + _act("edit_file", path=example, search="old line", replace="new line")
         )
+    lines.append("read_file takes a file; list_dir takes a folder (never a file).")
     return "\n".join(lines)
 
 
