@@ -101,6 +101,10 @@ class Count:
     made: int = 0
     ok: int = 0
     blocked: int = 0
+    with_path: int = 0
+    """Calls with a `path` argument ..."""
+    real_path: int = 0
+    """... that names an existing file or folder of the workspace (after the call)."""
     outcome: str = ""
 
     @property
@@ -146,11 +150,16 @@ async def one_task(
     n: int,
 ) -> Count:
     count = Count()
+    roots: list[Path] = []
 
     def sink(event: AgentEvent) -> None:
         if isinstance(event, ToolFinished):
             count.made += 1
             count.ok += event.ok
+            path = event.args.get("path")
+            if isinstance(path, str) and roots:
+                count.with_path += 1
+                count.real_path += (roots[0] / path).exists()
             note = "ok" if event.ok else tool_error(event)
             if SHOW_CALLS[0]:
                 print(f"  {'ours' if ours else 'base'} | {task[:30]} | {event.name} "
@@ -160,6 +169,7 @@ async def one_task(
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
+        roots.append(root)
         write_workspace(root, WORKSPACES[ws_name])
         workspace = Workspace(root)
         workspace.suggest = ours
@@ -257,6 +267,9 @@ def report(results: dict[str, list[list[Count]]], max_steps: int, threads: int) 
         ok_n = [sum(c.ok for c in row) for row in results[variant]]
         totals[variant] = [o / m if m else 0.0 for o, m in zip(ok_n, made_n, strict=True)]
         print(f"{variant:8} calls made {made_n}, succeeded {ok_n}, share {spread(totals[variant])}")
+        real = sum(c.real_path for row in results[variant] for c in row)
+        named = sum(c.with_path for row in results[variant] for c in row)
+        print(f"{'':8} calls naming a path: {named}, of which the path exists: {real}")
     base = statistics.median(totals["baseline"])
     mine = statistics.median(totals["ours"])
     ratio = f"{mine / base:.1f}x" if base else "inf (baseline 0)"
