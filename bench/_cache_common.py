@@ -13,7 +13,7 @@ import contextvars
 import statistics
 import sys
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -291,9 +291,15 @@ def trace_line(row: Row) -> str:
     )
 
 
-def print_trace(rows: list[Row]) -> None:
+def print_trace(rows: list[Row], recorders: Sequence[Recorder] = ()) -> None:
     for row in rows:
         print(trace_line(row), file=sys.stderr)
+    for rec in recorders:
+        for label, action, slot, data, seconds in rec.actions:
+            n = data.get("n_saved", data.get("n_restored", data.get("n_erased", "?")))
+            who = f"{label.phase} {label.session}" if label else "leaving"
+            print(f"{rec.policy:<6} slot {action} slot {slot}: {n} tokens in {seconds * 1000:.0f} "
+                  f"ms ({who})", file=sys.stderr)  # fmt: skip
 
 
 def median_spread(values: list[float]) -> tuple[float, float, float]:

@@ -124,6 +124,7 @@ async def run_group(driver: Driver, server: Server, phases: list[str], root: Pat
 
 async def one_run(args: argparse.Namespace) -> dict[str, list[Row]]:
     rows: dict[str, list[Row]] = {"plain": [], "fusion": []}
+    recorders: list[Recorder] = []
     for cfg, phases in groups(args):
         for policy, cls in (("plain", PlainDriver), ("fusion", FusionDriver)):
             with tempfile.TemporaryDirectory(prefix="fusion-bench-") as home:
@@ -134,6 +135,7 @@ async def one_run(args: argparse.Namespace) -> dict[str, list[Row]]:
                 finally:
                     await server.stop()
                 rows[policy] += rec.rows
+                recorders.append(rec)
     best_side: dict[tuple[str, str, int], int] = {}
     for row in rows["plain"] + rows["fusion"]:
         if row.label.kind == "side" and not row.error:
@@ -141,6 +143,8 @@ async def one_run(args: argparse.Namespace) -> dict[str, list[Row]]:
             best_side[key] = min(best_side.get(key, row.prompt_n), row.prompt_n)
     for policy_rows in rows.values():
         annotate(policy_rows, best_side)
+    if args.trace:
+        print_trace(rows["plain"] + rows["fusion"], recorders)
     return rows
 
 
@@ -211,8 +215,7 @@ async def main(args: argparse.Namespace) -> None:
         rows = await one_run(args)
         runs.append(rows)
         if args.trace:
-            print(f"--- run {i + 1}", file=sys.stderr)
-            print_trace(rows["plain"] + rows["fusion"])
+            print(f"--- run {i + 1} done", file=sys.stderr)
     phases = [p for p in ALL if p in args.phases]
     table = summarize(runs, phases)
     if args.json:
