@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from fusion_tui.chat.local import SYSTEM_PROMPT
 from fusion_tui.config import Settings
 from fusion_tui.config.settings import LocalModelsSettings, ManagedSettings
 from fusion_tui.paths import AppPaths
@@ -32,7 +33,7 @@ from fusion_tui.status import ServerStatus
 
 WORDS = ["parser", "lexer", "token", "buffer", "module", "import", "cache", "slot", "session",
          "prompt", "layer", "tensor"]  # fmt: skip
-SYSTEM = "You are a concise, careful coding assistant running on the user's own machine."
+SYSTEM = SYSTEM_PROMPT  # the plain client gets the product's system prompt: same tokens to read
 
 
 def opening(k: int, words: int) -> str:
