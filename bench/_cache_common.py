@@ -238,9 +238,9 @@ def settings_with(server: Server, **llm: Any) -> Settings:
 def annotate(rows: list[Row], best_side: dict[tuple[str, str, int], int]) -> None:
     """Set each row's minimum (the tokens new in it) and, for a re-read, why it happened.
 
-    A session turn's minimum is its prompt minus the previous turn's prompt and answer (all of
-    it for a session's first turn); a side call's is the fewer tokens either policy evaluated for
-    it (its prompt shares only a system prefix with other side calls)."""
+    A session turn's minimum is its prompt minus the previous turn's prompt and answer; a side
+    call's, and a session's first turn's, is the fewer tokens either policy evaluated for it (they
+    share only a system prefix with other requests, which either policy may find cached)."""
     last_of: dict[str, Row] = {}
     on_slot: dict[int, tuple[str, str]] = {}
     epoch = -1
@@ -252,11 +252,9 @@ def annotate(rows: list[Row], best_side: dict[tuple[str, str, int], int]) -> Non
             row.why = f"failed: {row.error}"
             continue
         prev = last_of.get(lab.session) if lab.kind != "side" else None
-        if lab.kind == "side":
+        if lab.kind == "side" or prev is None:  # shares only a system prefix with others
             key = (lab.phase, lab.session, lab.turn)
-            row.minimum = min(row.prompt_n, best_side.get(key, row.prompt_n))
-        elif prev is None:
-            row.minimum = row.total
+            row.minimum = min(row.total, best_side.get(key, row.total))
         else:
             row.minimum = max(0, row.total - prev.total - prev.predicted_n)
         extra = row.prompt_n - row.minimum

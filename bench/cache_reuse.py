@@ -137,8 +137,11 @@ async def one_run(args: argparse.Namespace) -> dict[str, list[Row]]:
                 rows[policy] += rec.rows
                 recorders.append(rec)
     best_side: dict[tuple[str, str, int], int] = {}
+    firsts = set()
     for row in rows["plain"] + rows["fusion"]:
-        if row.label.kind == "side" and not row.error:
+        first = row.label.kind != "side" and (row.policy, row.label.session) not in firsts
+        firsts.add((row.policy, row.label.session))
+        if (row.label.kind == "side" or first) and not row.error:
             key = (row.label.phase, row.label.session, row.label.turn)
             best_side[key] = min(best_side.get(key, row.prompt_n), row.prompt_n)
     for policy_rows in rows.values():
