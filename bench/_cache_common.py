@@ -235,7 +235,7 @@ def settings_with(server: Server, **llm: Any) -> Settings:
 # --- minimum, explanations, trace -----------------------------------------------------------------
 
 
-def annotate(rows: list[Row], best_side: dict[tuple[str, str, int], int]) -> None:
+def annotate(rows: list[Row], best_side: dict[tuple[str, str, str, int], int]) -> None:
     """Set each row's minimum (the tokens new in it) and, for a re-read, why it happened.
 
     A session turn's minimum is its prompt minus the previous turn's prompt and answer; a side
@@ -253,7 +253,7 @@ def annotate(rows: list[Row], best_side: dict[tuple[str, str, int], int]) -> Non
             continue
         prev = last_of.get(lab.session) if lab.kind != "side" else None
         if lab.kind == "side" or prev is None:  # shares only a system prefix with others
-            key = (lab.phase, lab.session, lab.turn)
+            key = (lab.phase, lab.session, lab.kind, lab.turn)
             row.minimum = min(row.total, best_side.get(key, row.total))
         else:
             row.minimum = max(0, row.total - prev.total - prev.predicted_n)

@@ -136,13 +136,14 @@ async def one_run(args: argparse.Namespace) -> dict[str, list[Row]]:
                     await server.stop()
                 rows[policy] += rec.rows
                 recorders.append(rec)
-    best_side: dict[tuple[str, str, int], int] = {}
+    best_side: dict[tuple[str, str, str, int], int] = {}
     firsts = set()
     for row in rows["plain"] + rows["fusion"]:
         first = row.label.kind != "side" and (row.policy, row.label.session) not in firsts
         firsts.add((row.policy, row.label.session))
         if (row.label.kind == "side" or first) and not row.error:
-            key = (row.label.phase, row.label.session, row.label.turn)
+            lab = row.label
+            key = (lab.phase, lab.session, lab.kind, lab.turn)
             best_side[key] = min(best_side.get(key, row.prompt_n), row.prompt_n)
     for policy_rows in rows.values():
         annotate(policy_rows, best_side)
