@@ -133,6 +133,21 @@ def make_daemon(settings: Settings, paths: AppPaths) -> ManagedDaemon:
     return ManagedDaemon(paths, binary)
 
 
+def stops_on_exit(settings: Settings, conn: Connection) -> bool:
+    """The one rule for leaving: the daemon this process launched stops with it, unless
+    `localModels.managed.keepRunning`; an adopted or external server is never stopped."""
+    return conn.launched and not settings.local_models.managed.keep_running
+
+
+async def release(settings: Settings, paths: AppPaths, conn: Connection) -> None:
+    """Close the connection's client, then stop the daemon if `stops_on_exit` says so."""
+    try:
+        await conn.client.aclose()
+    finally:
+        if stops_on_exit(settings, conn):
+            await make_daemon(settings, paths).stop()
+
+
 async def connect(
     settings: Settings,
     paths: AppPaths,

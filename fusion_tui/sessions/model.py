@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+from fusion_tui.clock import WallClock
+
 SCHEMA_VERSION = 1
 """Version of the on-disk layout written by this code (see `migrations.py`)."""
 
@@ -291,6 +293,63 @@ class Session:
 
     def touch(self, now: float | None = None) -> None:
         self.updated = time.time() if now is None else now
+
+    # --- turn bookkeeping (the chat, the agent and `fusion-tui run` share it) -------------------
+
+    def begin_turn(
+        self, text: str, *, workspace: str | None = None, clock: WallClock = time.time
+    ) -> None:
+        """The user's words start a turn: kept first (an untitled session is named after them),
+        so nothing that fails later loses them."""
+        self.messages.append(Message(role="user", content=text))
+        if not self.title:
+            self.title = " ".join(text.split())[:60]
+        if workspace is not None:
+            self.workspace = workspace
+        self.touch(clock())
+
+    def end_turn(
+        self, outcome: Outcome, answer: str | None, detail: str, clock: WallClock = time.time
+    ) -> None:
+        """How the turn ended. An unfinished turn keeps its partial answer, marked with the
+        outcome; `answer=None` means no answer was ever asked for (the server never came up)."""
+        partial = outcome != "completed"
+        if answer is not None and (answer or partial):
+            self.messages.append(
+                Message(
+                    role="assistant",
+                    content=answer,
+                    partial=partial,
+                    partial_reason=outcome if partial else None,
+                )
+            )
+        now = clock()
+        self.turns.append(TurnRecord(outcome, now, detail))
+        self.touch(now)
+
+    def record_request(
+        self,
+        *,
+        id_slot: int,
+        prompt_n: int,
+        cache_n: int,
+        ttft_ms: float,
+        predicted_per_second: float,
+        side_call: bool = False,
+        clock: WallClock = time.time,
+    ) -> RequestRecord:
+        """One request's telemetry, stamped with the wall clock, appended and returned."""
+        record = RequestRecord(
+            id_slot=id_slot,
+            prompt_n=prompt_n,
+            cache_n=cache_n,
+            ttft_ms=round(ttft_ms, 1),
+            predicted_per_second=round(predicted_per_second, 2),
+            time=clock(),
+            side_call=side_call,
+        )
+        self.requests.append(record)
+        return record
 
     @property
     def last_outcome(self) -> str | None:

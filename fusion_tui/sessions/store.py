@@ -311,6 +311,14 @@ class SessionStore:
         self._known[session.id] = self._signature(path) or (0, 0, 0)
         return path
 
+    def try_save(self, session: Session) -> str | None:
+        """`save`, with a failure returned as its message (the session stays in memory)."""
+        try:
+            self.save(session)
+        except SessionStoreError as exc:
+            return str(exc)
+        return None
+
     def sweep_temp_files(self, older_than_s: float = 3600.0, now: float | None = None) -> int:
         """Delete temp files left by killed writers (only old ones: another writer may be live)."""
         if not self.directory.is_dir():

@@ -1,4 +1,5 @@
-"""The core never imports Textual or Rich: everything but tui/ and cli.py is usable headless."""
+"""The core never imports Textual or Rich: everything but tui/ and the TUI command is usable
+headless (the other commands of cli/ included)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import sys
 
 import fusion_tui
 
-UI_MODULES = ("fusion_tui.tui", "fusion_tui.cli")
+UI_MODULES = ("fusion_tui.tui", "fusion_tui.cli.app")
 
 
 def core_modules() -> list[str]:

@@ -42,26 +42,17 @@ from fusion_tui.agent.session_run import (
     open_session,
 )
 from fusion_tui.agent.tools.workspace import ToolError, Workspace
+from fusion_tui.cli.common import Context, Subparsers, positive
 from fusion_tui.config import Settings
 from fusion_tui.paths import AppPaths
-from fusion_tui.runtime import Connection, connect, make_daemon
+from fusion_tui.runtime import Connection, connect, release
 from fusion_tui.server.errors import ServerError
-from fusion_tui.sessions.model import Message, Session, SessionFileError, TurnRecord
+from fusion_tui.sessions.model import Session, SessionFileError, WallClock
 from fusion_tui.sessions.store import SessionStore, SessionStoreError
 from fusion_tui.status import ServerStatus
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {value}")
-    return value
-
-
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser("run", help="run the coding agent on one task, headless")
     p.add_argument("task", help="what the agent should do")
     which = p.add_mutually_exclusive_group()
@@ -74,8 +65,8 @@ def register(sub: Any) -> None:
         "--allow-shell", action="append", default=[], metavar="PREFIX",
         help="allow shell commands starting with these words (repeatable)",
     )  # fmt: skip
-    p.add_argument("--max-duration-ms", type=_positive, metavar="N", help="task time ceiling")
-    p.add_argument("--max-steps", type=_positive, metavar="N", help="step limit")
+    p.add_argument("--max-duration-ms", type=positive, metavar="N", help="task time ceiling")
+    p.add_argument("--max-steps", type=positive, metavar="N", help="step limit")
     p.add_argument("--json", action="store_true", help="one JSON object per line on stdout")
 
 
@@ -83,9 +74,9 @@ class BadInput(Exception):
     """Exit 2 with this one line."""
 
 
-def run(args: argparse.Namespace, settings: Settings, paths: AppPaths) -> int:
+def run(args: argparse.Namespace, ctx: Context) -> int:
     try:
-        return anyio.run(run_task_command, args, settings, paths)
+        return anyio.run(run_task_command, args, ctx.settings, ctx.paths)
     except BadInput as exc:
         print(f"fusion-tui run: {exc}", file=sys.stderr)
         return 2
@@ -144,24 +135,23 @@ async def run_task_command(args: argparse.Namespace, settings: Settings, paths: 
     finally:
         if conn is not None:
             with anyio.CancelScope(shield=True):
-                await conn.client.aclose()
-                if conn.launched and not settings.local_models.managed.keep_running:
-                    await make_daemon(settings, paths).stop()
+                await release(settings, paths, conn)
 
 
 def save_failed_turn(
-    store: SessionStore, session: Session, task: str, workspace: str, error: str
+    store: SessionStore,
+    session: Session,
+    task: str,
+    workspace: str,
+    error: str,
+    clock: WallClock = time.time,
 ) -> None:
     """The server never answered: keep what the user wrote, with an `error` turn."""
-    session.messages.append(Message(role="user", content=task))
-    session.title = session.title or " ".join(task.split())[:60]
-    session.workspace = workspace
-    session.turns.append(TurnRecord("error", time.time(), error))
-    session.touch()
-    try:
-        store.save(session)
-    except SessionStoreError as exc:
-        print(f"fusion-tui run: the session was not saved: {exc}", file=sys.stderr)
+    session.begin_turn(task, workspace=workspace, clock=clock)
+    session.end_turn("error", None, error, clock)
+    problem = store.try_save(session)
+    if problem:
+        print(f"fusion-tui run: the session was not saved: {problem}", file=sys.stderr)
 
 
 class Printer:

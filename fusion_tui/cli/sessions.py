@@ -1,6 +1,6 @@
 """Provides `fusion-tui sessions list|show ID|rm ID` (headless; `--json` on list and show).
 
-`cli.py` calls `register(subparsers)` and dispatches to `run(args)`. Damaged files are listed
+Damaged files are listed
 as damaged with the reason, never hidden, repaired or deleted unless the user runs `rm`.
 """
 
@@ -8,21 +8,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
-from typing import Any, TextIO
+from typing import TextIO
 
-from fusion_tui.paths import AppPaths
+from fusion_tui.cli.common import Context, Subparsers
 from fusion_tui.sessions.migrations import FutureSchemaError
 from fusion_tui.sessions.model import Session, SessionFileError
 from fusion_tui.sessions.store import SessionEntry, SessionStore, SessionStoreError
 
 
-def register(subparsers: Any) -> argparse.ArgumentParser:
-    """Add the `sessions` command to the `add_subparsers()` object of the main parser."""
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "sessions", help="list, show or remove saved sessions"
-    )
+def register(subparsers: Subparsers) -> None:
+    parser = subparsers.add_parser("sessions", help="list, show or remove saved sessions")
     sub = parser.add_subparsers(dest="sessions_command", metavar="{list,show,rm}")
     p_list = sub.add_parser("list", help="saved sessions, newest first (damaged ones last)")
     p_list.add_argument("--json", action="store_true", help="one JSON array")
@@ -31,8 +27,6 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p_show.add_argument("--json", action="store_true", help="the session as stored")
     p_rm = sub.add_parser("rm", help="delete a session file")
     p_rm.add_argument("id")
-    parser.set_defaults(handler=run)
-    return parser
 
 
 def _when(t: float) -> str:
@@ -90,16 +84,10 @@ def _show_text(s: Session, out: TextIO) -> None:
         out.write("turns: " + ", ".join(t.outcome for t in s.turns) + "\n")
 
 
-def run(
-    args: argparse.Namespace,
-    paths: AppPaths | None = None,
-    out: TextIO | None = None,
-    err: TextIO | None = None,
-) -> int:
+def run(args: argparse.Namespace, ctx: Context) -> int:
     """Exit code 0 on success, 1 for a missing or unreadable session, 2 for a usage error."""
-    out = out or sys.stdout
-    err = err or sys.stderr
-    store = SessionStore.default(paths)
+    out, err = ctx.out, ctx.err
+    store = SessionStore.default(ctx.paths)
     command = getattr(args, "sessions_command", None)
     try:
         if command in (None, "list"):

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-from typing import Any
 
+from fusion_tui.cli.common import Context, Subparsers, positive
 from fusion_tui.fit.inspect import format_report, inspect_model
 from fusion_tui.fit.kv import CACHE_TYPES, KVConfigError
 from fusion_tui.gguf.reader import GGUFError
@@ -15,38 +14,25 @@ from fusion_tui.gguf.reader import GGUFError
 EXIT_BAD_INPUT = 2
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {value}")
-    return value
-
-
-def register(subparsers: Any) -> argparse.ArgumentParser:
-    """Add the `inspect` subcommand to an argparse subparsers object."""
-    p: argparse.ArgumentParser = subparsers.add_parser(
+def register(subparsers: Subparsers) -> None:
+    p = subparsers.add_parser(
         "inspect", help="read a GGUF header and size its KV cache for a launch"
     )
     p.add_argument("model", metavar="MODEL.gguf")
-    p.add_argument("--ctx", type=_positive, default=None, help="total context (-c); default: fit")
-    p.add_argument("--parallel", type=_positive, default=1, help="slots (-np)")
-    p.add_argument("--ubatch", type=_positive, default=512, help="micro-batch (-ub)")
+    p.add_argument("--ctx", type=positive, default=None, help="total context (-c); default: fit")
+    p.add_argument("--parallel", type=positive, default=1, help="slots (-np)")
+    p.add_argument("--ubatch", type=positive, default=512, help="micro-batch (-ub)")
     types = sorted(CACHE_TYPES)
     p.add_argument("--cache-type-k", default="f16", choices=types)
     p.add_argument("--cache-type-v", default="f16", choices=types)
     p.add_argument("--kv-unified", action="store_true", help="one KV pool shared by all slots")
     p.add_argument("--swa-full", default="auto", choices=["auto", "on", "off"])
     p.add_argument("--flash-attn", default="auto", choices=["auto", "on", "off"])
-    p.add_argument("--min-ctx", type=_positive, default=2048)
+    p.add_argument("--min-ctx", type=positive, default=2048)
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
-    p.set_defaults(func=run)
-    return p
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, ctx: Context) -> int:
     try:
         report = inspect_model(
             args.model,
@@ -61,21 +47,10 @@ def run(args: argparse.Namespace) -> int:
             min_ctx=args.min_ctx,
         )
     except (GGUFError, KVConfigError) as exc:
-        print(f"fusion-tui inspect: {args.model}: {exc}", file=sys.stderr)
+        print(f"fusion-tui inspect: {args.model}: {exc}", file=ctx.err)
         return EXIT_BAD_INPUT
     if args.json:
-        print(json.dumps(report, indent=2))
+        print(json.dumps(report, indent=2), file=ctx.out)
     else:
-        print(format_report(report))
+        print(format_report(report), file=ctx.out)
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Standalone entry (`python -m fusion_tui.cli_inspect`) until cli.py wires it in."""
-    parser = argparse.ArgumentParser(prog="fusion-tui")
-    register(parser.add_subparsers(dest="command", required=True))
-    return run(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

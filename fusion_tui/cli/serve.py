@@ -10,19 +10,16 @@ import argparse
 import importlib
 import shlex
 import sys
-from typing import Any
 
-from fusion_tui.config import Settings
-from fusion_tui.paths import AppPaths
+from fusion_tui.cli.common import Context, Subparsers
 
 
-def register(subparsers: Any) -> argparse.ArgumentParser:
-    p: argparse.ArgumentParser = subparsers.add_parser(
+def register(subparsers: Subparsers) -> None:
+    p = subparsers.add_parser(
         "serve", help="run the app in a browser (needs the `serve` extra: textual-serve)"
     )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000)
-    return p
 
 
 def command_line(args: argparse.Namespace) -> str:
@@ -33,7 +30,7 @@ def command_line(args: argparse.Namespace) -> str:
     return shlex.join(parts)
 
 
-def run(args: argparse.Namespace, settings: Settings, paths: AppPaths) -> int:
+def run(args: argparse.Namespace, ctx: Context) -> int:
     try:  # the optional `serve` extra; imported only when this command runs
         server_module = importlib.import_module("textual_serve.server")
     except ImportError:
