@@ -31,6 +31,7 @@ run: install
 lint: install
 	$(BIN)/ruff check fusion_tui tests bench
 	$(BIN)/ruff format --check fusion_tui tests bench
+	$(BIN)/lint-imports
 
 typecheck: install
 	$(BIN)/mypy
