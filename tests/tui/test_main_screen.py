@@ -12,6 +12,7 @@ from fusion_tui.sessions.store import SessionStore
 from fusion_tui.tui.app import build_app
 from fusion_tui.tui.screens.sessions import SessionsScreen
 from fusion_tui.tui.widgets.chat_message import ChatMessage
+from fusion_tui.tui.widgets.prompt_input import PromptInput
 from fusion_tui.tui.widgets.status_line import StatusLine
 from tests.tui.scripted_backend import ScriptedBackend
 
@@ -169,3 +170,20 @@ async def test_the_sessions_screen_lists_the_backends_sessions_and_opens_the_pic
         assert backend.opened == [saved.id]
         messages = list(app.screen.query(ChatMessage))
         assert [m.text for m in messages] == ["words from the saved session"]
+
+
+async def test_enter_sends_without_a_newline_and_ctrl_j_adds_one() -> None:
+    backend = ScriptedBackend([["ok"]])
+    app = build_app(Settings(ui=UISettings(cursor_blink=False)), backend)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("a", "ctrl+j", "b")
+        prompt = app.screen.query_one(PromptInput)
+        assert prompt.text == "a\nb"
+        await pilot.press("enter")
+        await app.screen.workers.wait_for_complete()
+        await pilot.pause()
+        assert backend.sent == ["a\nb"] and prompt.text == ""
+        await pilot.press("enter")  # an empty box sends nothing and stays empty
+        await pilot.pause()
+        assert backend.sent == ["a\nb"] and prompt.text == ""
