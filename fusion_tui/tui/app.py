@@ -68,7 +68,7 @@ class FusionApp(App[None]):
         """Writes and commands in agent mode are asked in a modal, for every backend built."""
         if backend is None:
             if paths is None:
-                raise ValueError("build_app needs `paths` to build its own backend")
+                raise TypeError("build_app needs `paths` to build its own backend")
             backend = backend_factory(
                 settings, paths, workspace=workspace, model=model, resume=resume,
                 approver=self.approver,
@@ -275,7 +275,15 @@ class FusionApp(App[None]):
             self.settings, self.paths, workspace=self.workspace, model=str(choice.model_path),
             approver=self.approver,
         )  # fmt: skip
-        status = await backend.adopt(choice.connection)
+        try:
+            status = await backend.adopt(choice.connection)
+        except Exception:  # e.g. agent mode cannot probe the new model's template
+            await choice.connection.client.aclose()
+            self.backend = backend
+            if main is not None:
+                main.backend = backend
+                main.start_server()  # connects again and explains the failure in the chat
+            return
         self.backend = backend
         if main is not None:
             await main.use_backend(backend, status)
