@@ -28,8 +28,8 @@ def run(args: argparse.Namespace, settings: Settings, paths: AppPaths) -> int:
         if args.command == "status":
             return anyio.run(status, args, settings, paths)
         return anyio.run(stop, settings, paths)
-    except ServerError as exc:
-        print(f"fusion-tui: {exc}", file=sys.stderr)
+    except ServerError as exc:  # a start failure is one paragraph (what, cause, next step)
+        print(f"fusion-tui: {getattr(exc, 'message', '') or exc}", file=sys.stderr)
         return 1
 
 
@@ -67,9 +67,14 @@ async def launch(args: argparse.Namespace, settings: Settings, paths: AppPaths) 
         print(f"  {status.summary()}", file=sys.stderr, flush=True)
 
     conn = await connect(
-        settings, paths, say, model=args.model, parallel=args.parallel, ctx=args.ctx
+        settings, paths, say, model=args.model, parallel=args.parallel, ctx=args.ctx, detached=True
     )
+    if conn.probe_pending is not None:
+        await conn.probe_pending  # the ready line carries the measured tok/s
     await conn.client.aclose()
+    if conn.status.state == "error":  # the server died at its first computation
+        print(f"fusion-tui: {conn.status.detail}", file=sys.stderr)
+        return 1
     if conn.model_note:
         print(conn.model_note, file=sys.stderr)
     assert conn.record is not None
@@ -94,6 +99,9 @@ async def status(args: argparse.Namespace, settings: Settings, paths: AppPaths) 
             started_at=record.started_at,
             uptime_s=round(time.time() - record.started_at, 1),
             tok_s=probe.tok_s if probe else None,
+            probe_partial=probe.partial if probe else None,
+            repack_off=record.repack_off,
+            note=record.note,
             kv_estimate_bytes=record.kv_estimate_bytes,
             kv_allocated_bytes=record.kv_allocated_bytes,
             log_path=record.log_path,

@@ -68,7 +68,7 @@ async def test_launch_adopt_and_stop(
 
         probe = daemon.probe_result(rec)
         assert probe is not None and probe.tok_s > 0 and probe.pid == rec.pid
-        assert probe.predicted_n >= 60
+        assert probe.predicted_n >= 60 or probe.partial  # a loaded box hits the time bound
         assert ready_line(rec, probe).startswith(
             "ready · SmolLM2-135M-Instruct · 2 slots × 512 ctx"
         )
