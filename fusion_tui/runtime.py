@@ -271,6 +271,7 @@ async def _probe_beside(
     record = conn.record
     assert record is not None
     ready = conn.status
+    say = _quiet(say)
 
     def stage(message: str) -> None:
         say(ServerStatus(state="loading", model=ready.model, detail=message))
@@ -301,6 +302,18 @@ async def _probe_beside(
     conn.status = replace(ready, tok_s=result.tok_s if result else None, detail="")
     say(conn.status)
     return result
+
+
+def _quiet(say: StatusReport) -> StatusReport:
+    """`say` for a task that may outlive its reader (the app quit while the probe ran)."""
+
+    def tell(status: ServerStatus) -> None:
+        try:
+            say(status)
+        except Exception:  # a gone screen must not fail the probe
+            pass
+
+    return tell
 
 
 def _failed(conn: Connection, error: DaemonStartError, say: StatusReport) -> None:

@@ -254,7 +254,9 @@ class MainScreen(Screen[None]):
                     elif isinstance(event, Notice):
                         status.activity = event.text
                     elif isinstance(event, StreamEnd):
-                        status.last_turn = turn_summary(event.timings, event.id_slot)
+                        status.turn_finished(
+                            event.timings, turn_summary(event.timings, event.id_slot)
+                        )
                     elif isinstance(event, ReplyDone):
                         status.activity = ""
                         await message.finish(event.note, partial=event.partial)
