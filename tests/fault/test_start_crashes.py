@@ -325,3 +325,68 @@ def test_two_processes_starting_at_once_end_with_one_server(
         import anyio
 
         anyio.run(ManagedDaemon(app_home).stop)
+
+
+def test_headless_launch_prints_the_ready_line_with_the_choice_and_the_rate(
+    app_home: AppPaths,
+    tmp_path: Path,
+    model: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    binary = fake_binary(tmp_path / "bin", "sigill-unless-no-repack")
+    monkeypatch.setenv("FUSION_TUI_SERVER__BINARY", str(binary))
+    try:
+        assert main(["launch", str(model), "--parallel", "2", "--ctx", "1024"]) == 0
+        out = capsys.readouterr().out.strip()
+        assert out.startswith("ready · tiny · 2 slots × 512 ctx · ~")
+        assert out.endswith(f"tok/s single stream · {NOTE}")
+        assert main(["status"]) == 0
+        assert capsys.readouterr().out.splitlines()[0].endswith(NOTE)
+        current = ManagedDaemon(app_home).current()
+        assert current is not None and current.owner_pid == 0  # left running on purpose
+    finally:
+        main(["stop"])
+
+
+async def test_quitting_while_the_probe_runs_stops_the_server(
+    app_home: AppPaths, tmp_path: Path, model: Path
+) -> None:
+    """The issue's Ctrl+Q during "measuring throughput": the backend is connected by then, so
+    its close() stops the server this app launched."""
+    from fusion_tui.chat.local import LocalBackend
+
+    binary = fake_binary(tmp_path / "bin", "slow-probe")
+    backend = LocalBackend(settings_for(binary, model), app_home)
+    status = await backend.start(lambda _s: None)
+    assert status.summary().endswith("measuring throughput")
+    assert backend.conn is not None and backend.conn.probe_pending is not None
+    pending = backend.conn.probe_pending
+    await backend.close()
+    assert_nothing_left(ManagedDaemon(app_home), binary)
+    await asyncio.wait_for(pending, 10)  # ends quietly once its server is gone
+
+
+async def test_ctrl_q_while_the_model_loads_leaves_nothing_running(
+    app_home: AppPaths, tmp_path: Path, model: Path
+) -> None:
+    from fusion_tui.chat.local import LocalBackend
+    from fusion_tui.tui.app import build_app
+
+    binary = fake_binary(tmp_path / "bin", "loading")
+    settings = settings_for(binary, model)
+    app = build_app(settings, LocalBackend(settings, app_home), paths=app_home)
+    async with app.run_test() as pilot:
+        for _ in range(200):
+            if starts(binary) and ManagedDaemon(app_home).files.read_pid():
+                break
+            await pilot.pause(0.02)
+        await pilot.pause(0.3)
+        await pilot.press("ctrl+q")
+        await pilot.pause(0.5)
+    for _ in range(100):
+        out = subprocess.run(["pgrep", "-f", str(binary.parent)], capture_output=True)
+        if not out.stdout.strip():
+            break
+        await asyncio.sleep(0.05)
+    assert_nothing_left(ManagedDaemon(app_home), binary)
