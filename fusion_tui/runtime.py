@@ -211,6 +211,14 @@ async def connect(
     def stage(message: str) -> None:
         say(ServerStatus(state="loading", model=name, detail=message))
 
+    before = daemon.current()
+
+    def ours(rec: LaunchRecord | None) -> bool:
+        """This call launched `rec`, or took it over from an app of ours that is gone."""
+        if rec is None or not owner or rec.owner_pid != owner:
+            return False
+        return before is None or before.pid != rec.pid or before.owner_pid != owner
+
     record: LaunchRecord | None = None
     try:
         record = await daemon.ensure(
@@ -230,8 +238,7 @@ async def connect(
                 await client.aclose()
             raise
     except BaseException:
-        owned = record is not None and owner and record.owner_pid == owner
-        if owned and not settings.local_models.managed.keep_running:
+        if ours(record) and not settings.local_models.managed.keep_running:
             with anyio.CancelScope(shield=True):
                 await daemon.stop()  # quit mid start-up: stop what this app launched
         raise
@@ -244,7 +251,7 @@ async def connect(
         tok_s=probe.tok_s if probe else None,
         note=record.note,
     )
-    launched = bool(owner) and record.owner_pid == owner
+    launched = ours(record)
     conn = Connection(client, props, status, record, probe, note, launched)
     if probe is None and (launched or detached):
         status = replace(status, detail="measuring throughput")
@@ -289,9 +296,10 @@ async def _probe_beside(
                 return None
             stage("died of SIGILL while measuring throughput; starting again with repacking off")
             try:
-                new = await daemon.relaunch_without_repack(
-                    spec, Path(record.binary), stage, fit, estimate, owner, first, record.port
-                )
+                async with daemon.lock(stage):  # no other instance launches meanwhile
+                    new = await daemon.relaunch_without_repack(
+                        spec, Path(record.binary), stage, fit, estimate, owner, first, record.port
+                    )
             except DaemonStartError as exc:
                 _failed(conn, exc, say)
                 return None

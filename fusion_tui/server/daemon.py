@@ -18,24 +18,23 @@ import contextlib
 import os
 import signal
 import socket
-import subprocess
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import anyio
 
-from fusion_tui.fit.allocation import parse_allocated_kv_bytes
 from fusion_tui.paths import AppPaths
 from fusion_tui.server import crash
-from fusion_tui.server.binary import HOW_TO_GET_ONE, find_llama_server
+from fusion_tui.server.binary import find_llama_server
+from fusion_tui.server.child import HOST, BindFailed, ChildWatch, StatusCallback
 from fusion_tui.server.client import LlamaClient
 from fusion_tui.server.cpu_quirks import REPACK_OFF_ARG, CpuQuirks, has_repack_off
-from fusion_tui.server.errors import DaemonStartError, ServerError, ServerLoading
+from fusion_tui.server.errors import DaemonStartError, ServerError
 from fusion_tui.server.launch import LaunchSpec, LaunchSpecError
-from fusion_tui.server.log_notes import allocation_note, plan_note
 from fusion_tui.server.probe import (
     ProbeResult,
     for_record,
@@ -44,14 +43,11 @@ from fusion_tui.server.probe import (
     probe_path,
     save_probe,
 )
-from fusion_tui.server.process import is_alive, is_ours, owner_alive, signal_process, start_time
-from fusion_tui.server.records import DaemonFiles, LaunchRecord
-from fusion_tui.server.server_log import LOG_MAX_BYTES, LOG_NAME, ServerLog
+from fusion_tui.server.process import is_ours, owner_alive, start_time
+from fusion_tui.server.records import LaunchRecord
+from fusion_tui.server.server_log import LOG_MAX_BYTES
 from fusion_tui.server.start_lock import start_lock
 
-HOST = "127.0.0.1"
-StatusCallback = Callable[[str], None]
-BIND_FAILURE = "couldn't bind"
 MAX_BIND_ATTEMPTS = 3
 PROBE_BOUND_S = 30.0
 """The start-up probe stops here and reports the rate measured so far."""
@@ -59,8 +55,6 @@ RETRY_SAYING = (
     "llama-server died of an illegal instruction (SIGILL); starting it again with weight "
     "repacking off (--no-repack)"
 )
-_spawned: dict[int, subprocess.Popen[bytes]] = {}
-"""Every child this process spawned, by pid: any `ManagedDaemon` here can read how one ended."""
 
 
 def free_port(host: str = HOST) -> int:
@@ -83,7 +77,7 @@ def _repack_off(spec: LaunchSpec) -> LaunchSpec:
     return replace(spec, extra_args=(*spec.extra_args, REPACK_OFF_ARG))
 
 
-class ManagedDaemon:
+class ManagedDaemon(ChildWatch):
     """The managed llama-server of one `AppPaths` home."""
 
     def __init__(
@@ -97,23 +91,16 @@ class ManagedDaemon:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
     ) -> None:
-        self.paths = paths
+        super().__init__(
+            paths,
+            start_timeout=start_timeout,
+            stop_grace=stop_grace,
+            poll_interval=poll_interval,
+            clock=clock,
+            sleep=sleep,
+        )
         self.binary = binary
-        self.start_timeout = start_timeout
-        self.stop_grace = stop_grace
-        self.poll_interval = poll_interval
-        self._clock = clock
-        self._sleep = sleep
-        self.files = DaemonFiles(paths.daemon_dir)
         self.quirks = CpuQuirks(paths.daemon_dir)
-        self.log = ServerLog(paths.log_dir / LOG_NAME)
-        self._log_start = 0
-        """Size of the log when the current child was spawned: earlier lines are not its own."""
-        self._oom_before: int | None = None
-
-    @property
-    def log_path(self) -> Path:
-        return self.log.path
 
     # --- reading state -------------------------------------------------------------------------
 
@@ -131,10 +118,6 @@ class ManagedDaemon:
         """The throughput measured when `record`'s process (default: the current one) started."""
         record = record or self.current()
         return None if record is None else load_probe(self.paths.daemon_dir, record)
-
-    def log_tail(self, lines: int = 40) -> str:
-        """The last `lines` lines of the server log ("" when there is none)."""
-        return self.log.tail(lines)
 
     def trim_log(self, max_bytes: int = LOG_MAX_BYTES) -> bool:
         return self.log.trim(max_bytes)
@@ -158,8 +141,7 @@ class ManagedDaemon:
         server whose owner is gone (an orphan) becomes ours."""
         say = on_status or (lambda _msg: None)
         owner = os.getpid() if owner_pid is None else owner_pid
-        waiting = "another fusion-tui is starting the managed llama-server; waiting for it"
-        async with start_lock(self.paths.daemon_dir, self._sleep, lambda: say(waiting)):
+        async with self.lock(say):
             record = self.current()
             if record is not None:
                 wanted = _same_file(record.model_path, spec.model) and (
@@ -185,6 +167,12 @@ class ManagedDaemon:
                 probe=probe,
                 owner_pid=owner,
             )
+
+    def lock(self, say: StatusCallback | None = None) -> AbstractAsyncContextManager[None]:
+        """The check-adopt-or-launch lock (also taken by a relaunch outside `ensure`)."""
+        waiting = "another fusion-tui is starting the managed llama-server; waiting for it"
+        tell = say or (lambda _msg: None)
+        return start_lock(self.paths.daemon_dir, self._sleep, lambda: tell(waiting))
 
     async def _adopt(
         self, record: LaunchRecord, say: StatusCallback, owner: int
@@ -301,18 +289,6 @@ class ManagedDaemon:
         save_probe(self.paths.daemon_dir, stamped)
         return stamped
 
-    def died_of(self, pid: int) -> int | None:
-        """The signal that ended our child `pid`, when it is gone and one did."""
-        code = self._exit_code(pid)
-        return -code if isinstance(code, int) and code < 0 else None
-
-    async def exit_signal(self, pid: int, wait: float = 3.0) -> int | None:
-        """`died_of` after giving a child that just dropped a connection `wait` s to exit."""
-        deadline = self._clock() + wait
-        while self._exit_code(pid) is None and self._clock() < deadline:
-            await self._sleep(0.05)
-        return self.died_of(pid)
-
     def _learn_from_exit(self) -> None:
         """The pid file names a child of this process that died of SIGILL after it served (its
         first request): keep repacking off for the next launch."""
@@ -341,7 +317,7 @@ class ManagedDaemon:
             record = self._spawn(spec, binary, port, fit, kv_estimate_bytes, owner)
             try:
                 await self._wait_started(record, say)
-            except _BindFailed:
+            except BindFailed:
                 continue
             return record
         raise DaemonStartError(
@@ -351,133 +327,6 @@ class ManagedDaemon:
             kind="bind",
             log_path=str(self.log_path),
         )
-
-    def _spawn(
-        self,
-        spec: LaunchSpec,
-        binary: Path,
-        port: int,
-        fit: dict[str, Any] | None,
-        kv_estimate_bytes: int | None,
-        owner: int,
-    ) -> LaunchRecord:
-        argv = spec.argv(binary, port)
-        fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        os.write(fd, plan_note(fit, kv_estimate_bytes).encode())
-        self._log_start = os.fstat(fd).st_size
-        self._oom_before = crash.oom_kill_count()
-        try:
-            child = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=fd,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # survives the app and its terminal's signals
-                close_fds=True,
-            )
-        except OSError as exc:
-            raise DaemonStartError(
-                f"cannot run {binary}: {exc}", next_step=HOW_TO_GET_ONE, kind="binary"
-            ) from None
-        finally:
-            os.close(fd)
-        _spawned[child.pid] = child
-        record = LaunchRecord(
-            pid=child.pid,
-            argv=argv,
-            model_path=argv[argv.index("-m") + 1],
-            host=HOST,
-            port=port,
-            url=f"http://{HOST}:{port}",
-            started_at=time.time(),
-            ctx=spec.ctx,
-            parallel=spec.parallel,
-            log_path=str(self.log_path),
-            spec=spec.to_json(),
-            fit=fit,
-            kv_estimate_bytes=kv_estimate_bytes,
-            owner_pid=owner,
-            owner_start=start_time(owner) if owner else "",
-            repack_off=has_repack_off(argv),
-        )
-        self.files.write(record)  # written now, so a crash of the app mid-start leaves a trace
-        return record
-
-    async def _wait_started(self, record: LaunchRecord, say: StatusCallback) -> None:
-        """Wait for readiness, then complete the record; on any failure kill the child."""
-        try:
-            say("loading the model")
-            async with LlamaClient(record.url) as client:
-                await self._wait_ready(client, record.pid)
-                props = await client.props()
-            record.n_ctx_slot = props.n_ctx
-            record.kv_allocated_bytes = parse_allocated_kv_bytes(self.log.since(self._log_start))
-            self.files.write(record)
-            self.log.append(allocation_note(record.kv_estimate_bytes, record.kv_allocated_bytes))
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                await self._kill(record.pid)
-            self.files.clear(record.pid)
-            raise
-
-    async def _wait_ready(self, client: LlamaClient, pid: int, adopting: bool = False) -> None:
-        """Poll `/health` until 200 while `pid` lives; `DaemonStartError` on exit or timeout.
-
-        When adopting, a daemon that does not answer at all is not adoptable (re-raised); one
-        that is still loading is waited for.
-        """
-        timeout = self.start_timeout
-        deadline = self._clock() + timeout
-        while True:
-            code = self._exit_code(pid)
-            if code is not None:
-                if adopting:
-                    raise DaemonStartError("the managed llama-server is gone")
-                raise self.exit_error(code)
-            try:
-                await client.health()
-                return
-            except ServerLoading:
-                pass
-            except ServerError:
-                if adopting:
-                    raise
-            if self._clock() >= deadline:
-                raise DaemonStartError(
-                    f"llama-server did not become ready within {timeout:g} s",
-                    self.log_tail(),
-                    cause="loading takes longer on a busy machine or with a large model",
-                    next_step="Start it again (F5 in the app) when the machine is less busy, "
-                    "or pick a smaller model (F2).",
-                    kind="timeout",
-                    log_path=str(self.log_path),
-                )
-            await self._sleep(self.poll_interval)
-
-    def exit_error(self, code: int | str, stage: str | None = None) -> DaemonStartError:
-        """The error for the current child having exited with `code` (at `stage`, else the stage
-        its log shows)."""
-        since = self.log.since(self._log_start)  # this child's lines only
-        tail = self.log_tail()
-        if BIND_FAILURE in since:
-            raise _BindFailed(tail)
-        now = crash.oom_kill_count()
-        oom = now is not None and self._oom_before is not None and now > self._oom_before
-        return crash.start_failure(
-            code,
-            stage=stage or crash.stage_from_log(since),
-            log_text=since,
-            tail=tail,
-            log_path=str(self.log_path),
-            oom_evidence=oom,
-        )
-
-    def _exit_code(self, pid: int) -> int | str | None:
-        """The child's exit code when it is gone (a string for a process we did not spawn)."""
-        child = _spawned.get(pid)
-        if child is not None:
-            return child.poll()
-        return None if is_alive(pid) else "unknown"
 
     # --- stopping ------------------------------------------------------------------------------
 
@@ -500,20 +349,6 @@ class ManagedDaemon:
             probe_path(self.paths.daemon_dir).unlink()
         return True
 
-    async def _kill(self, pid: int) -> None:
-        for sig, wait in ((signal.SIGTERM, self.stop_grace), (signal.SIGKILL, 5.0)):
-            if not signal_process(pid, sig):
-                break
-            deadline = self._clock() + wait
-            while self._exit_code(pid) is None and self._clock() < deadline:
-                await self._sleep(0.05)
-            if self._exit_code(pid) is not None:
-                break
-        child = _spawned.pop(pid, None)
-        if child is not None:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                child.wait(timeout=1)
-
     def _drop_stale_files(self) -> None:
         """Remove a pid file (and its record) whose process is gone or not ours."""
         pid = self.files.read_pid()
@@ -522,7 +357,3 @@ class ManagedDaemon:
         record = self.files.read_record(pid)
         if record is None or not is_ours(pid, record.argv):
             self.files.clear(pid)
-
-
-class _BindFailed(Exception):
-    """The port we picked was taken between our check and the server's bind: try another."""
