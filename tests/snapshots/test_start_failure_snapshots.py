@@ -13,6 +13,7 @@ from fusion_tui.server.errors import DaemonStartError
 from fusion_tui.status import ServerStatus
 from fusion_tui.tui.app import build_app
 from fusion_tui.tui.widgets.chat_message import ChatMessage
+from fusion_tui.tui.widgets.prompt_input import PromptInput
 from tests.tui.scripted_backend import ScriptedBackend
 
 SETTINGS = Settings(ui=UISettings(cursor_blink=False))
@@ -86,3 +87,17 @@ async def test_the_notice_holds_the_paragraph_not_the_log() -> None:
         assert "tensor" not in texts[0]  # the log stays on its own screen
         toasts = list(app._notifications)
         assert [t.title for t in toasts] == ["Server did not start"]
+
+
+async def test_enter_after_a_failed_start_keeps_the_text_and_points_at_f2() -> None:
+    app = build_app(SETTINGS, FailingBackend(model_error()))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.app.screen.workers.wait_for_complete()
+        app.clear_notifications()
+        await pilot.press(*"hello", "enter")
+        await pilot.pause()
+        assert [t.message for t in app._notifications] == [
+            "The server did not start; your message is still in the box. "
+            "F2 picks a model, F5 tries again."
+        ]
+        assert app.screen.query_one(PromptInput).text == "hello"  # nothing the user wrote is lost

@@ -217,6 +217,13 @@ class MainScreen(Screen[None]):
 
     @on(PromptInput.Submitted)
     async def send(self, event: PromptInput.Submitted) -> None:
+        if self.server_status.state == "error":  # the notice in the chat says why
+            self.app.notify(
+                "The server did not start; your message is still in the box. "
+                "F2 picks a model, F5 tries again."
+            )
+            event.prompt_input.load_text(event.text)
+            return
         if self.server_status.state != "ready":
             self.app.notify("The server is not ready yet; your message is still in the box.")
             event.prompt_input.load_text(event.text)
