@@ -70,8 +70,8 @@ def main(argv: Sequence[str] | None = None, *, paths: AppPaths | None = None) ->
         print(f"fusion-tui: config error: {exc}", file=sys.stderr)
         print("The file was left as it is; fix it and run again.", file=sys.stderr)
         return 2
-    except ServerError as exc:
-        print(f"fusion-tui: {exc}", file=sys.stderr)
+    except ServerError as exc:  # a start failure is one paragraph (what, cause, next step)
+        print(f"fusion-tui: {getattr(exc, 'message', '') or exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

@@ -31,9 +31,20 @@ async def launch(args: argparse.Namespace, ctx: Context) -> int:
         print(f"  {status.summary()}", file=ctx.err, flush=True)
 
     conn = await connect(
-        ctx.settings, ctx.paths, say, model=args.model, parallel=args.parallel, ctx=args.ctx
+        ctx.settings,
+        ctx.paths,
+        say,
+        model=args.model,
+        parallel=args.parallel,
+        ctx=args.ctx,
+        detached=True,
     )
+    if conn.probe_pending is not None:
+        await conn.probe_pending  # the ready line carries the measured tok/s
     await conn.client.aclose()
+    if conn.status.state == "error":  # the server died at its first computation
+        print(f"fusion-tui: {conn.status.detail}", file=ctx.err)
+        return 1
     if conn.model_note:
         print(conn.model_note, file=ctx.err)
     assert conn.record is not None

@@ -114,7 +114,7 @@ async def run_task_command(args: argparse.Namespace, settings: Settings, paths: 
             )
         except (ServerError, TemplateProbeError) as exc:
             save_failed_turn(store, session, task, str(workspace.root), str(exc))
-            out.error(str(exc))
+            out.error(getattr(exc, "message", "") or str(exc))  # one paragraph
             out.outcome("error", session.id)
             return 1
         config = agent_config(

@@ -1,6 +1,7 @@
 """Provides `fusion-tui status [--json]`: what the managed server is doing (the `--json` fields
 are an interface: running, pid, url, model_path, model, parallel, ctx, n_ctx_slot, started_at,
-uptime_s, tok_s, kv_estimate_bytes, kv_allocated_bytes, log_path, slots, health)."""
+uptime_s, tok_s, probe_partial, repack_off, note, kv_estimate_bytes, kv_allocated_bytes,
+log_path, slots, health)."""
 
 from __future__ import annotations
 
@@ -45,6 +46,9 @@ async def status(args: argparse.Namespace, ctx: Context) -> int:
             started_at=record.started_at,
             uptime_s=round(time.time() - record.started_at, 1),
             tok_s=probe.tok_s if probe else None,
+            probe_partial=probe.partial if probe else None,
+            repack_off=record.repack_off,
+            note=record.note,
             kv_estimate_bytes=record.kv_estimate_bytes,
             kv_allocated_bytes=record.kv_allocated_bytes,
             log_path=record.log_path,

@@ -84,6 +84,11 @@ class LlamaClient:
     async def aclose(self) -> None:
         await self._http.aclose()
 
+    @property
+    def is_closed(self) -> bool:
+        """True once `aclose` ran (the app is done with this server)."""
+        return self._http.is_closed
+
     # --- plain requests ------------------------------------------------------------------------
 
     async def health(self) -> str:

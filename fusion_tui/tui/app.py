@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 from pathlib import Path
@@ -21,6 +22,7 @@ from fusion_tui.config.persist import PersistError, persist_setting
 from fusion_tui.launch_choice import LaunchChoice
 from fusion_tui.paths import AppPaths
 from fusion_tui.runtime import Connection
+from fusion_tui.status import ServerStatus
 from fusion_tui.theme_files import APP_VARIABLES
 from fusion_tui.tui import bindings as ids
 from fusion_tui.tui.approver import TuiApprover
@@ -256,7 +258,18 @@ class FusionApp(App[None]):
 
         await self.backend.close()
         self._backend_released = True
-        return await connect(settings, paths, report, model=model, parallel=parallel, ctx=ctx)
+
+        def relay(status: ServerStatus) -> None:
+            """Stages to the wizard; a ready status (also the probe's, which lands after the
+            wizard closed) to the main screen's status line too."""
+            if report is not None:
+                with contextlib.suppress(Exception):  # the wizard may be gone
+                    report(status)
+            main = self._main_screen()
+            if main is not None and status.state in ("ready", "error"):
+                main.report_status(status)
+
+        return await connect(settings, paths, relay, model=model, parallel=parallel, ctx=ctx)
 
     async def _on_launch_chosen(self, choice: LaunchChoice | None) -> None:
         main = self._main_screen()

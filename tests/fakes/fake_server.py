@@ -97,7 +97,10 @@ class FakeLlamaServer:
         n_ctx: int = 4096,
         model_path: str = "/models/fake.gguf",
         build_info: str = "b11434-fake",
+        bind_port: int = 0,
     ) -> None:
+        self.bind_port = bind_port
+        """0 = any free port; else this one (as a real server's `--port`)."""
         self.total_slots = total_slots
         self.n_ctx = n_ctx
         self.model_path = model_path
@@ -166,7 +169,7 @@ class FakeLlamaServer:
         self._changed = asyncio.Condition()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
+        sock.bind(("127.0.0.1", self.bind_port))
         self.port = sock.getsockname()[1]
         self._server = loop.run_until_complete(asyncio.start_server(self._client, sock=sock))
         ready.set()

@@ -25,6 +25,7 @@ from fusion_tui.chat.events import (
 from fusion_tui.status import ServerStatus, turn_summary
 from fusion_tui.tui.bindings import MAIN_SCREEN_BINDINGS
 from fusion_tui.tui.notices import notify_server_crashed, notify_server_ready
+from fusion_tui.tui.start_failure import notify_start_failed, start_failure_notice
 from fusion_tui.tui.widgets.chat_view import ChatView
 from fusion_tui.tui.widgets.prompt_input import PromptInput
 from fusion_tui.tui.widgets.prompt_progress import hide_progress, show_progress
@@ -93,6 +94,11 @@ class MainScreen(Screen[None]):
         except Exception as exc:  # every failure becomes a message the user can act on
             first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             self.report_status(ServerStatus(state="error", detail=first_line))
+            notice = start_failure_notice(self.app, exc)  # what, cause, next step; no log dump
+            if notice is not None:
+                await self.chat.add_message("notice", notice)
+                notify_start_failed(self.app, exc)
+                return
             await self.chat.add_message(
                 "notice", f"**The server did not start.**\n\n```\n{exc}\n```"
             )
@@ -208,6 +214,13 @@ class MainScreen(Screen[None]):
 
     @on(PromptInput.Submitted)
     async def send(self, event: PromptInput.Submitted) -> None:
+        if self.server_status.state == "error":  # the notice in the chat says why
+            self.app.notify(
+                "The server did not start; your message is still in the box. "
+                "F2 picks a model, F5 tries again."
+            )
+            event.prompt_input.load_text(event.text)
+            return
         if self.server_status.state != "ready":
             self.app.notify("The server is not ready yet; your message is still in the box.")
             event.prompt_input.load_text(event.text)
@@ -245,7 +258,9 @@ class MainScreen(Screen[None]):
                     elif isinstance(event, Notice):
                         status.activity = event.text
                     elif isinstance(event, StreamEnd):
-                        status.last_turn = turn_summary(event.timings, event.id_slot)
+                        status.turn_finished(
+                            event.timings, turn_summary(event.timings, event.id_slot)
+                        )
                     elif isinstance(event, ReplyDone):
                         status.activity = ""
                         await message.finish(event.note, partial=event.partial)
