@@ -49,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     config = sub.add_parser("config", help="where the config file is, and what it says")
     config.add_argument("action", choices=["path", "show"])
 
-    for name in ("inspect", "sessions", "run", "serve"):
+    for name in ("inspect", "sessions", "run", "serve", "doctor"):
         module = _subcommand_module(name)
         if module is not None:
             module.register(sub)
@@ -73,12 +73,30 @@ def load(paths: AppPaths) -> Settings:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command; a reader that goes away (`| head`) ends it quietly, as Unix tools do."""
+    from fusion_tui.cli_shell import QuietBrokenPipe
+
+    with QuietBrokenPipe() as outcome:
+        outcome.code = _main(argv)
+    return outcome.code
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     paths = AppPaths.default()
     try:
+        if args.command is None:
+            from fusion_tui.cli_shell import needs_terminal
+
+            refusal = needs_terminal()
+            if refusal:
+                print(refusal, file=sys.stderr)
+                return 2
         if args.command == "config":
             return config_command(args, paths)
+        if args.command == "doctor":  # reads the config itself: a bad file is one of its checks
+            return int(_subcommand_module("doctor").run(args, paths))
         settings = load(paths)
         if args.command in (None, "launch", "status", "stop"):
             from fusion_tui import cli_server

@@ -101,6 +101,7 @@ class LocalBackend(WarmResume):
         self.gate: SlotGate | None = None
         self.archive: SlotArchive | None = None
         self.session = self._open_session(resume)
+        self.store.claim(self.session.id)  # SessionLocked: another instance has it open
         self._resume: ResumeState | None = None
         self._resume_checked = False
         self._side_slot: int | None = None
