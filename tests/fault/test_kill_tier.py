@@ -205,7 +205,9 @@ def test_kill_tier(app_home: AppPaths, llama_server_bin: Path, demo_model: Path)
             if sid is not None:  # the resume check: it opened what the disk held
                 assert got_id == sid and int(turns) == len(known[sid].turns), opened
                 tally.resumed += 1
-            sid = chat_ids[slot] = got_id
+            sid = got_id
+            if (sessions_dir / f"{got_id}.json").exists():  # killed before its first save: not
+                chat_ids[slot] = got_id  # a session yet, the next run starts a new one
         if not killed:
             assert code == 0 and child.seen[-1] == "done", (code, err[-2000:])
         tally_run(killed, f"chat/{moment}" if cut else "chat/uncut")
