@@ -145,14 +145,15 @@ def test_kill_tier(app_home: AppPaths, llama_server_bin: Path, demo_model: Path)
         FUSION_TUI_LOCALMODELS__MODEL=str(demo_model),
         FUSION_TUI_LOCALMODELS__MANAGED__PARALLEL="2",
         FUSION_TUI_LOCALMODELS__MANAGED__CTX="8192",
-        FUSION_TUI_LOCALMODELS__MANAGED__THREADS="2",
-        FUSION_TUI_LLM__MAXTOKENS="24",
+        FUSION_TUI_LOCALMODELS__MANAGED__THREADS="1",
+        FUSION_TUI_LLM__MAXTOKENS="48",
         FUSION_TUI_LLM__TEMPERATURE="0",
         FUSION_TUI_AGENT__MAXSTEPS="2",
         PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
     )
     daemon = ManagedDaemon(app_home, binary=llama_server_bin, poll_interval=0.05)
-    spec = small_spec(demo_model, ctx=8192, slot_save_path=app_home.slot_save_dir)
+    # one thread: on a loaded 2-core box two spinning threads wait on each other at every barrier
+    spec = small_spec(demo_model, ctx=8192, threads=1, slot_save_path=app_home.slot_save_dir)
     anyio.run(functools.partial(daemon.ensure, spec, probe=False))
     record = daemon.current()
     assert record is not None
@@ -251,6 +252,9 @@ def test_kill_tier(app_home: AppPaths, llama_server_bin: Path, demo_model: Path)
         tally.killed += killed
         tally.finished_first += not killed
         tally.moments[moment] = tally.moments.get(moment, 0) + 1
+        elapsed = time.monotonic() - started
+        what = "killed" if killed else "ended first"
+        print(f"kill tier run {tally.runs}: {moment}, {what}, {elapsed:.0f} s", file=sys.stderr)
 
     try:
         for n in range(RUNS):
