@@ -297,17 +297,17 @@ class SessionStore:
 
     def claim(self, session_id: str) -> None:
         """Open the session to write: `SessionLocked` (a `SessionStoreError`) when another
-        process has it open; held until `release` or the end of the process (crash included)."""
+        process has it open; held until `release` or the end of the process (crash included).
+        A folder that cannot hold the lock (read-only, missing) is no refusal: saving there
+        fails anyway, with its own message, and reading still works."""
         path = self.path_for(session_id)
-        self._ensure_dir()
         try:
+            self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
             session_lock.claim(path, session_id)
         except session_lock.SessionLocked as exc:
             raise SessionLocked(str(exc)) from exc
-        except OSError as exc:
-            raise SessionStoreError(
-                f"cannot lock session {session_id} in {self.directory}: {_describe(exc)}"
-            ) from exc
+        except OSError:
+            return
 
     def release(self, session_id: str) -> None:
         session_lock.release(self.path_for(session_id))

@@ -115,3 +115,14 @@ def test_fusion_tui_run_on_a_session_open_elsewhere_exits_2_with_the_reason(
     assert f"is open in another fusion-tui (pid {first.pid})" in err
     reloaded = SessionStore(app_home.sessions_dir).load(session.id)
     assert [m.content for m in reloaded.messages] == ["the first instance's words"]
+
+
+def test_a_folder_that_cannot_hold_the_lock_is_no_refusal(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    data.chmod(0o500)
+    try:
+        store = SessionStore(data / "sessions")
+        store.claim("20260101-000000-000-abcdef")  # read-only: nothing to lock, no error
+    finally:
+        data.chmod(0o700)
