@@ -64,10 +64,12 @@ def check_config(paths: AppPaths, env: Mapping[str, str]) -> tuple[Check, Settin
     try:
         settings = load_settings(path, env)
     except ConfigError as exc:
-        return Check(
-            "config", False, str(exc), f"edit {path} at the place named above (or move it away "
-            "to start from the defaults); `fusion-tui config show` prints what it reads"
-        ), Settings()  # fmt: skip
+        detail = f"{exc} (the other lines use the defaults)"
+        fix = (
+            f"edit {path} at the place named above (or move it away to start from the "
+            "defaults); `fusion-tui config show` prints what it reads"
+        )
+        return Check("config", False, detail, fix), Settings()
     where = f"{path}" if path.exists() else f"{path} (no file: the defaults apply)"
     return Check("config", True, where), settings
 
