@@ -251,6 +251,12 @@ class SessionRunner:
     def _save(self) -> str | None:
         return self.store.try_save(self.session)
 
+    def _save_step(self) -> None:
+        """A finished step reaches the disk at once: a kill (SIGTERM, SIGKILL) later keeps it.
+        A failure here is said by the turn's final save, which tries again."""
+        self.session.touch()
+        self._save()
+
     async def run(
         self,
         task: str,
@@ -274,6 +280,7 @@ class SessionRunner:
             elif isinstance(event, ToolFinished):
                 tools.append(event)
                 session.messages.append(_tool_message(event))
+                self._save_step()
             elif isinstance(event, StepFailed):
                 session.messages.append(
                     sm.Message(
@@ -283,6 +290,7 @@ class SessionRunner:
                         partial_reason=f"invalid step: {event.error}",
                     )
                 )
+                self._save_step()
             sink(event)
 
         deps = AgentDeps(

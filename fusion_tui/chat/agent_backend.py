@@ -136,6 +136,7 @@ class AgentBackend:
         self.workspace = Workspace(workspace)  # ToolError: not a directory, or a system folder
         self.store = SessionStore.default(paths)
         self.session = self._open_session(resume)
+        self.store.claim(self.session.id)  # SessionLocked: another instance has it open
         self.approver: Approver = approver or DenyAll()
         """Asked before every write and command; fixed for the backend's life (the TUI's
         modal, or the headless rules)."""

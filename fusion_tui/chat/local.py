@@ -82,9 +82,9 @@ class LocalBackend:
         """What turns and requests are stamped with."""
         self.connector = connector or connect
         self.store = SessionStore.default(paths)
-        self.keeper = SlotKeeper(
-            self.store, self._open_session(resume), archive_max_bytes=archive_max_bytes
-        )
+        session = self._open_session(resume)
+        self.store.claim(session.id)  # SessionLocked: another instance has it open
+        self.keeper = SlotKeeper(self.store, session, archive_max_bytes=archive_max_bytes)
         self.save_error: str | None = None
         """The last save failure, shown to the user; the session stays in memory."""
 

@@ -20,8 +20,20 @@ import sys
 from collections.abc import Sequence
 
 from fusion_tui import __version__
-from fusion_tui.cli import app, config, inspect, launch, run, serve, sessions, status, stop
+from fusion_tui.cli import (
+    app,
+    config,
+    doctor,
+    inspect,
+    launch,
+    run,
+    serve,
+    sessions,
+    status,
+    stop,
+)
 from fusion_tui.cli.common import Command, Context
+from fusion_tui.cli.shell import QuietBrokenPipe, needs_terminal
 from fusion_tui.config import ConfigError
 from fusion_tui.paths import AppPaths
 from fusion_tui.server.errors import ServerError
@@ -35,13 +47,14 @@ COMMANDS: dict[str, Command] = {
     "sessions": sessions,
     "run": run,
     "serve": serve,
+    "doctor": doctor,
 }
 """Subcommands in the order `--help` lists them."""
 
 DEFAULT: Command = app
 """What runs without a subcommand: the TUI."""
 
-NEEDS_NO_SETTINGS = frozenset({"config"})
+NEEDS_NO_SETTINGS = frozenset({"config", "doctor"})
 """Commands that read the config file themselves (they must work when it is broken)."""
 
 
@@ -59,7 +72,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None, *, paths: AppPaths | None = None) -> int:
+    """The command; a reader that goes away (`| head`) ends it quietly, as Unix tools do."""
+    with QuietBrokenPipe() as outcome:
+        outcome.code = _main(argv, paths)
+    return outcome.code
+
+
+def _main(argv: Sequence[str] | None, paths: AppPaths | None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command is None and (refusal := needs_terminal()):
+        print(refusal, file=sys.stderr)
+        return 2
     ctx = Context(paths or AppPaths.default())
     command = DEFAULT if args.command is None else COMMANDS[args.command]
     try:

@@ -18,6 +18,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import Any, TextIO
 
 import anyio
@@ -75,11 +76,20 @@ class BadInput(Exception):
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
+    """Exit 0/1/2; stopped by SIGTERM / SIGINT: the session is saved first, exit 143 / 130."""
+    from fusion_tui.run_stop import StopWatch
+
+    settings, paths = ctx.settings, ctx.paths
+    watch = StopWatch(save_failed_turn)
     try:
-        return anyio.run(run_task_command, args, ctx.settings, ctx.paths)
+        stopped = anyio.run(watch.run, lambda: run_task_command(args, settings, paths, watch.seen))
     except BadInput as exc:
         print(f"fusion-tui run: {exc}", file=sys.stderr)
         return 2
+    if stopped.signum is None:
+        return int(stopped.result or 0)
+    print(f"fusion-tui run: {watch.kept(stopped.signal_name, str(args.task))}", file=sys.stderr)
+    return stopped.exit_code
 
 
 def prepare(args: argparse.Namespace, store: SessionStore) -> tuple[Session, Workspace, str]:
@@ -89,6 +99,7 @@ def prepare(args: argparse.Namespace, store: SessionStore) -> tuple[Session, Wor
         raise BadInput("the task is empty; say what the agent should do")
     try:
         session = open_session(store, args.session)
+        store.claim(session.id)  # a second instance on this session is refused here
     except (SessionFileError, SessionStoreError) as exc:
         raise BadInput(f"cannot open session {args.session}: {exc}") from None
     folder = args.workspace or getattr(args, "app_workspace", None) or session.workspace
@@ -100,9 +111,16 @@ def prepare(args: argparse.Namespace, store: SessionStore) -> tuple[Session, Wor
     return session, workspace, task
 
 
-async def run_task_command(args: argparse.Namespace, settings: Settings, paths: AppPaths) -> int:
+async def run_task_command(
+    args: argparse.Namespace,
+    settings: Settings,
+    paths: AppPaths,
+    seen: Callable[[SessionStore, Session, str], None] | None = None,
+) -> int:
     store = SessionStore.default(paths)
     session, workspace, task = prepare(args, store)
+    if seen is not None:  # what a stop signal must save and report (run_stop.py)
+        seen(store, session, str(workspace.root))
     out = Printer(json_mode=bool(args.json))
     conn: Connection | None = None
     try:
