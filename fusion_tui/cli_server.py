@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 
 from fusion_tui.config import Settings
+from fusion_tui.endpoints.status import endpoints_json
 from fusion_tui.paths import AppPaths
 from fusion_tui.runtime import connect, make_daemon
 from fusion_tui.server.client import LlamaClient
@@ -113,6 +114,11 @@ async def status(args: argparse.Namespace, settings: Settings, paths: AppPaths) 
                 info["health"] = await client.health()
             except ServerError as exc:
                 info["health"] = f"error: {exc}"
+    info["endpoints"] = await endpoints_json(
+        settings,
+        record.url if record is not None else None,
+        managed_tok_s=info.get("tok_s"),
+    )
     if args.json:
         print(json.dumps(info))
     elif record is None:
@@ -124,6 +130,11 @@ async def status(args: argparse.Namespace, settings: Settings, paths: AppPaths) 
             state = "processing" if s["is_processing"] else "idle"
             print(f"  slot {s['id']}: {state}, {s['n_prompt_tokens']:,} / {s['n_ctx']:,} tokens")
         print(f"  log: {record.log_path}")
+    if not args.json and (len(info["endpoints"]) > 1 or not info["endpoints"][0]["managed"]):
+        for ep in info["endpoints"]:
+            state = "healthy" if ep["healthy"] else f"unreachable ({ep['error']})"
+            model = f" · {ep['model']} · {ep['total_slots']} slots" if ep["healthy"] else ""
+            print(f"  endpoint {ep['label']}: {ep['url'] or 'not running'} · {state}{model}")
     return 0
 
 
