@@ -24,6 +24,7 @@ from typing import Any
 import anyio
 
 from fusion_tui.fit.allocation import parse_allocated_kv_bytes
+from fusion_tui.fit.devices import device_allocation_note
 from fusion_tui.paths import AppPaths
 from fusion_tui.server.binary import find_llama_server
 from fusion_tui.server.client import LlamaClient
@@ -281,10 +282,12 @@ class ManagedDaemon:
                 await self._wait_ready(client, record.pid)
                 props = await client.props()
             record.n_ctx_slot = props.n_ctx
-            record.kv_allocated_bytes = parse_allocated_kv_bytes(self._log_since(self._log_start))
+            log_text = self._log_since(self._log_start)
+            record.kv_allocated_bytes = parse_allocated_kv_bytes(log_text)
             self.files.write(record)
             with self.log_path.open("a", encoding="utf-8") as log:
                 log.write(allocation_note(record.kv_estimate_bytes, record.kv_allocated_bytes))
+                log.write(device_allocation_note(record.fit, log_text))
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await self._kill(record.pid)
