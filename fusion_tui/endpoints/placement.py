@@ -131,12 +131,27 @@ def _rank(views: Sequence[EndpointView]) -> list[EndpointView]:
     return sorted(views, key=lambda v: (-v.score, v.queued + v.foreign_busy, order[v.label]))
 
 
-def _pick_slot(view: EndpointView) -> int | None:
-    """A free slot on `view`, ANY_SLOT when `/slots` is off, None when all are taken."""
+def _pick_slot(view: EndpointView, shared: bool = False) -> int | None:
+    """A free slot on `view`; ANY_SLOT when `/slots` is off, or (`shared`) when every idle slot
+    is pinned to another of our sessions (the server then picks one, as a single-server app
+    does); None when nothing idle is left."""
     if view.slots is None:
         return ANY_SLOT
     free = view.free_slots()
-    return free[0].id if free else None
+    if free:
+        return free[0].id
+    if shared and any(not s.processing and s.id not in view.reserved for s in view.slots):
+        return ANY_SLOT
+    return None
+
+
+SHARED = "any slot (none is free: the server picks one, which may evict another session's cache)"
+
+
+def _where(view: EndpointView, slot: int) -> str:
+    if slot != ANY_SLOT:
+        return f"slot {slot}"
+    return "any slot (its /slots is off)" if view.slots is None else SHARED
 
 
 def _speed(view: EndpointView) -> str:
@@ -148,11 +163,14 @@ def place_new(views: Sequence[EndpointView], model: str | None = None) -> Placem
     candidates = _eligible(views, model)
     if not candidates:
         return Placement("wait", None, reason=_nowhere(views, model))
-    for view in _rank(candidates):
-        slot = _pick_slot(view)
+    ranked = _rank(candidates)
+    picks = [(v, _pick_slot(v)) for v in ranked]
+    if all(slot is None for _, slot in picks):  # nothing free anywhere: share an idle slot
+        picks = [(v, _pick_slot(v, shared=True)) for v in ranked]
+    for view, slot in picks:
         if slot is None:
             continue
-        where = "any slot (its /slots is off)" if slot == ANY_SLOT else f"slot {slot}"
+        where = _where(view, slot)
         others = len(candidates) - 1
         why = f"{view.label} {where}: {_speed(view)}, {view.queued} queued"
         if others:
@@ -245,11 +263,14 @@ def failover(
     if not why:
         why = f"is unreachable ({home.error})" if home and home.error else "is unreachable"
     others = [v for v in _eligible(views, model) if v.label != pin.endpoint]
-    for view in _rank(others):
-        slot = _pick_slot(view)
+    ranked = _rank(others)
+    picks = [(v, _pick_slot(v)) for v in ranked]
+    if all(slot is None for _, slot in picks):
+        picks = [(v, _pick_slot(v, shared=True)) for v in ranked]
+    for view, slot in picks:
         if slot is None:
             continue
-        where = f"slot {slot}" if slot != ANY_SLOT else "any slot"
+        where = _where(view, slot)
         return Placement(
             "move", view.label, slot,
             f"{gone} {why}; moving to {view.label} {where}: a cold re-read of "

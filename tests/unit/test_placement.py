@@ -52,6 +52,10 @@ def test_never_used_slots_first_and_pinned_or_busy_slots_never() -> None:
     view = ep("a", n=4, cached={0: 500, 1: 0, 2: 0, 3: 20}, busy=(1,), pinned=frozenset({2}))
     assert place_new([view], MODEL).slot == 3  # 1 foreign-busy, 2 pinned, 3 holds least
     assert place_new([ep("a", n=2, busy=(0, 1))], MODEL).action == "wait"
+    # every idle slot pinned to our other sessions: the server picks (as with one server)
+    shared = place_new([ep("a", n=2, busy=(0,), pinned=frozenset({1}))], MODEL)
+    assert (shared.action, shared.slot) == ("use", ANY_SLOT)
+    assert "none is free: the server picks one" in shared.reason
 
 
 def test_the_requested_model_and_health_decide_eligibility() -> None:
@@ -126,6 +130,9 @@ def test_failover_waits_when_nothing_else_serves_the_model() -> None:
     assert d.reason == want + ", waiting"
     busy = failover(Pin("gpu", 1), [ep("gpu", healthy=False), ep("here", busy=(0, 1))], MODEL)
     assert busy.action == "wait" and "every slot on here is taken" in busy.reason
+    pinned = [ep("gpu", healthy=False), ep("here", pinned=frozenset({0, 1}))]
+    moved = failover(Pin("gpu", 1), pinned, MODEL, prompt_tokens=5)
+    assert (moved.action, moved.endpoint, moved.slot, moved.cold_tokens) == ("move", "here", -1, 5)
 
 
 def test_a_home_serving_another_model_now_is_a_failover() -> None:
