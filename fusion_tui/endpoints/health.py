@@ -153,6 +153,23 @@ class HealthWatcher:
         self._latest.update(results)
         return [results[lb] for lb in self.registry.labels]
 
+    async def watch(
+        self,
+        on_change: Callable[[EndpointHealth], None],
+        *,
+        interval: float = 5.0,
+        with_slots: bool = True,
+    ) -> None:
+        """Probe every `interval` s until cancelled; `on_change` gets each endpoint whose health
+        flipped since the previous probe (gone away, or back)."""
+        before: dict[str, bool] = {}
+        while True:
+            for h in await self.poll_once(with_slots=with_slots):
+                if h.label in before and before[h.label] != h.healthy:
+                    on_change(h)
+                before[h.label] = h.healthy
+            await anyio.sleep(interval)
+
     def changes(self, before: Mapping[str, bool]) -> list[EndpointHealth]:
         """Endpoints whose health differs from `before` (label → healthy)."""
         return [

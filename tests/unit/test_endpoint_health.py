@@ -137,3 +137,24 @@ async def test_status_json_lists_every_endpoint(monkeypatch: pytest.MonkeyPatch)
         "label": "here", "url": None, "healthy": False, "model": None, "total_slots": None,
         "n_ctx": None, "tok_s": None, "error": "not running", "managed": True,
     }  # fmt: skip
+
+
+async def test_watch_reports_an_endpoint_going_away() -> None:
+    with FakeLlamaServer() as a, FakeLlamaServer() as b:
+        registry = EndpointRegistry([Endpoint("a", a.url), Endpoint("b", b.url)])
+        watcher = HealthWatcher(registry, timeout=1.0)
+        seen: list[tuple[str, bool]] = []
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(
+                lambda: watcher.watch(lambda h: seen.append((h.label, h.healthy)), interval=0.05)
+            )
+            with anyio.fail_after(10):
+                while (h := watcher.latest("b")) is None or not h.healthy:
+                    await anyio.sleep(0.05)
+            b.stop()
+            with anyio.fail_after(10):
+                while not seen:
+                    await anyio.sleep(0.05)
+            tg.cancel_scope.cancel()
+        await registry.aclose()
+    assert seen == [("b", False)]
