@@ -90,11 +90,6 @@ class EndpointView:
     def serves(self, model: str | None) -> bool:
         return model is None or model_key(self.model) == model_key(model)
 
-    @property
-    def score(self) -> float:
-        """Speed shared among what is queued there (foreign work counts as queued)."""
-        return (self.tok_s or 0.0) / (1 + self.queued + self.foreign_busy)
-
 
 @dataclass(frozen=True)
 class Pin:
@@ -127,8 +122,16 @@ def _eligible(views: Iterable[EndpointView], model: str | None) -> list[Endpoint
 
 
 def _rank(views: Sequence[EndpointView]) -> list[EndpointView]:
+    """Best first. An endpoint not measured yet counts as fast as the fastest measured one, so
+    it gets sessions (and a measurement) instead of starving behind the measured ones."""
     order = {v.label: i for i, v in enumerate(views)}
-    return sorted(views, key=lambda v: (-v.score, v.queued + v.foreign_busy, order[v.label]))
+    known = [v.tok_s for v in views if v.tok_s]
+    fill = max(known) if known else 0.0
+
+    def score(v: EndpointView) -> float:
+        return (v.tok_s or fill) / (1 + v.queued + v.foreign_busy)
+
+    return sorted(views, key=lambda v: (-score(v), v.queued + v.foreign_busy, order[v.label]))
 
 
 def _pick_slot(view: EndpointView, shared: bool = False) -> int | None:

@@ -43,6 +43,11 @@ def test_a_new_session_goes_to_the_fastest_endpoint_with_a_free_slot() -> None:
     assert d.reason == "gpu slot 0: ~120 tok/s, 0 queued (best of 2 endpoints serving the model)"
 
 
+def test_an_unmeasured_endpoint_is_tried_rather_than_starved() -> None:
+    d = place_new([ep("here", tok_s=40, queued=1), ep("gpu", tok_s=None)], MODEL)
+    assert d.endpoint == "gpu" and "speed not measured yet" in d.reason
+
+
 def test_queued_requests_share_the_speed() -> None:
     d = place_new([ep("here", tok_s=40), ep("gpu", tok_s=120, queued=3)], MODEL)
     assert d.endpoint == "here"  # 120 / 4 = 30 < 40
