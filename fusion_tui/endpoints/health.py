@@ -22,8 +22,8 @@ from fusion_tui.endpoints.placement import EndpointView, SlotView
 from fusion_tui.endpoints.registry import EndpointNotReady, EndpointRegistry
 from fusion_tui.server.client import LlamaClient
 from fusion_tui.server.errors import ServerError, SlotsUnavailable
-from fusion_tui.server.probe import model_display_name
-from fusion_tui.server.types import SlotState
+from fusion_tui.server.probe import PROBE_PROMPT, model_display_name
+from fusion_tui.server.types import SlotState, StreamEnd
 
 PROBE_TIMEOUT = 5.0
 """The longest a whole probe of one endpoint may take."""
@@ -133,6 +133,28 @@ class HealthWatcher:
     def speed(self, label: str) -> float | None:
         rates = self._rates.get(label)
         return statistics.median(rates) if rates else None
+
+    async def measure(
+        self, label: str, id_slot: int, *, n_predict: int = 32, timeout: float = 60.0
+    ) -> float | None:
+        """Measure `label`'s decode speed with the ready-line probe's prompt on `id_slot` (give
+        it the side slot: the probe overwrites that slot's cache); None when it fails."""
+        body = {
+            "prompt": PROBE_PROMPT, "n_predict": n_predict, "ignore_eos": True,
+            "cache_prompt": False, "temperature": 0.0, "id_slot": id_slot,
+        }  # fmt: skip
+        try:
+            with anyio.fail_after(timeout):
+                async for event in self.registry.client(label).stream_completion(
+                    body, idle_timeout=timeout
+                ):
+                    if isinstance(event, StreamEnd):
+                        rate = event.timings.predicted_per_second
+                        self.record_speed(label, rate)
+                        return rate if rate > 0 else None
+        except (TimeoutError, ServerError, EndpointNotReady):
+            return None
+        return None
 
     async def poll_once(self, *, with_slots: bool = True) -> list[EndpointHealth]:
         """Probe every endpoint at once; returns them in config order."""

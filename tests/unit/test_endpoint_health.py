@@ -158,3 +158,17 @@ async def test_watch_reports_an_endpoint_going_away() -> None:
             tg.cancel_scope.cancel()
         await registry.aclose()
     assert seen == [("b", False)]
+
+
+async def test_measure_uses_the_slot_it_is_given_and_records_the_speed() -> None:
+    with FakeLlamaServer(total_slots=2) as a:
+        a.script(Reply(text=["a", "b", "c", "d"], chunk_delay=0.01))
+        registry = EndpointRegistry([Endpoint("a", a.url), Endpoint("down", "http://127.0.0.1:9")])
+        watcher = HealthWatcher(registry)
+        try:
+            rate = await watcher.measure("a", 1)
+            assert await watcher.measure("down", 0, timeout=5) is None
+        finally:
+            await registry.aclose()
+        assert rate is not None and rate > 0 and watcher.speed("a") == rate
+        assert a.requests[-1].body["id_slot"] == 1 and a.requests[-1].slot == 1
