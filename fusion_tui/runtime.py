@@ -26,6 +26,7 @@ from fusion_tui.config import Settings
 from fusion_tui.demo_model import DEMO_NAME, INSTALL_HINT, demo_model_path
 from fusion_tui.fit.kv import KVConfigError
 from fusion_tui.fit.launch_plan import LaunchPlan, plan_launch
+from fusion_tui.fit.rpc_plan import rpc_launch_plan
 from fusion_tui.gguf.reader import GGUFError, read_header
 from fusion_tui.paths import AppPaths
 from fusion_tui.server import crash
@@ -126,6 +127,7 @@ def plan_for(
     parallel: int | None = None,
     ctx: int | None = None,
     allow_fallback: bool = True,
+    memory_bytes: int | None = None,
 ) -> LaunchPlan:
     """The measured plan for `model` under the managed settings (fitted context, swa-full verdict,
     estimate); `KVConfigError` for settings the server would refuse."""
@@ -141,7 +143,7 @@ def plan_for(
         swa_full_mode=m.swa_full,
         min_ctx=m.min_ctx,
         max_ctx=m.max_ctx,
-        memory_bytes=m.memory_bytes,
+        memory_bytes=memory_bytes if memory_bytes is not None else m.memory_bytes,
         flash_attn=m.flash_attn,
         allow_fallback=allow_fallback,
     )
@@ -159,6 +161,12 @@ def plan_spec(
     managed = settings.local_models.managed
     try:
         plan = plan_for(settings, model, parallel=parallel, ctx=ctx)
+        devices = None
+        if managed.rpc:  # one model over several machines: fit each device (fit/rpc_plan.py)
+            plan, devices = rpc_launch_plan(
+                settings,
+                lambda mem: plan_for(settings, model, parallel=parallel, ctx=ctx, memory_bytes=mem),
+            )
     except KVConfigError as exc:  # a setting the server would refuse: say which, no traceback
         raise DaemonStartError(f"cannot launch with these settings: {exc}") from None
     spec = LaunchSpec(
@@ -174,8 +182,12 @@ def plan_spec(
         slot_save_path=paths.slot_save_dir,
         threads=managed.threads,
         extra_args=managed.extra_args,
+        rpc=managed.rpc,
     )
-    return spec, plan.to_dict(), plan.kv_bytes_total
+    record = plan.to_dict()
+    if devices is not None:
+        record.update(devices=devices.to_dict(), device_lines=devices.lines())
+    return spec, record, plan.kv_bytes_total
 
 
 def make_daemon(settings: Settings, paths: AppPaths) -> ManagedDaemon:

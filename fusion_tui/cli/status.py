@@ -1,7 +1,7 @@
 """Provides `fusion-tui status [--json]`: what the managed server is doing (the `--json` fields
 are an interface: running, pid, url, model_path, model, parallel, ctx, n_ctx_slot, started_at,
 uptime_s, tok_s, probe_partial, repack_off, note, kv_estimate_bytes, kv_allocated_bytes,
-log_path, slots, health)."""
+log_path, slots, health, endpoints)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 
 from fusion_tui.cli.common import Context, Subparsers
+from fusion_tui.endpoints.status import endpoints_json
 from fusion_tui.runtime import make_daemon
 from fusion_tui.server.client import LlamaClient
 from fusion_tui.server.errors import ServerError
@@ -68,6 +69,11 @@ async def status(args: argparse.Namespace, ctx: Context) -> int:
                 info["health"] = await client.health()
             except ServerError as exc:
                 info["health"] = f"error: {exc}"
+    info["endpoints"] = await endpoints_json(
+        ctx.settings,
+        record.url if record is not None else None,
+        managed_tok_s=info.get("tok_s"),
+    )
     if args.json:
         print(json.dumps(info), file=out)
     elif record is None:
@@ -82,4 +88,12 @@ async def status(args: argparse.Namespace, ctx: Context) -> int:
             line = f"  slot {s['id']}: {state}, {s['n_prompt_tokens']:,} / {s['n_ctx']:,} tokens"
             print(line, file=out)
         print(f"  log: {record.log_path}", file=out)
+    if not args.json and (len(info["endpoints"]) > 1 or not info["endpoints"][0]["managed"]):
+        for ep in info["endpoints"]:
+            state = "healthy" if ep["healthy"] else f"unreachable ({ep['error']})"
+            if ep["error"] == "not running":
+                state = "not running"
+            model = f" · {ep['model']} · {ep['total_slots']} slots" if ep["healthy"] else ""
+            where = f"{ep['url']} · " if ep["url"] else ""
+            print(f"  endpoint {ep['label']}: {where}{state}{model}", file=out)
     return 0

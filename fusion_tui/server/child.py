@@ -21,6 +21,7 @@ from typing import Any
 import anyio
 
 from fusion_tui.fit.allocation import parse_allocated_kv_bytes
+from fusion_tui.fit.devices import device_allocation_note
 from fusion_tui.paths import AppPaths
 from fusion_tui.server import crash
 from fusion_tui.server.binary import HOW_TO_GET_ONE
@@ -148,9 +149,11 @@ class ChildWatch:
                 await self._wait_ready(client, record.pid)
                 props = await client.props()
             record.n_ctx_slot = props.n_ctx
-            record.kv_allocated_bytes = parse_allocated_kv_bytes(self.log.since(self._log_start))
+            log_text = self.log.since(self._log_start)
+            record.kv_allocated_bytes = parse_allocated_kv_bytes(log_text)
             self.files.write(record)
             self.log.append(allocation_note(record.kv_estimate_bytes, record.kv_allocated_bytes))
+            self.log.append(device_allocation_note(record.fit, log_text))
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await self._kill(record.pid)

@@ -21,6 +21,15 @@ class ProtocolError(ServerError):
     """The server answered something we cannot parse (bad JSON, bad SSE, absurd numbers)."""
 
 
+class ResponseTooLarge(ProtocolError):
+    """An answer (a body, or one line of an event stream) exceeded its size cap: a broken or
+    hostile server, never a real answer; the connection is closed at the cap."""
+
+
+class ResponseTooSlow(ServerUnreachable):
+    """A body trickled in slower than its deadline allows (a drip, not an answer)."""
+
+
 class ServerHTTPError(ServerError):
     """An HTTP error status, carrying the server's error object when it sent one."""
 
