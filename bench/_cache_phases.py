@@ -103,7 +103,7 @@ class FusionDriver(Driver):
                              connector=self.server.connector(self.rec))  # fmt: skip
             await b.start(lambda _s: None)
             if self.args.exclusive_gate:
-                b.gate = self.shared_gate(b.pool.total_slots)
+                b.keeper.gate = self.shared_gate(b.keeper.pool.total_slots)
             self.open[key], self.ids[key] = b, b.session.id
         return b
 
