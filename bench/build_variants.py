@@ -12,12 +12,14 @@ load on a shared machine hits every configuration alike. A run is one `/completi
 ~1,000-token prompt (`cache_prompt: false`, so it is evaluated in full) and 128 generated tokens
 (EOS ignored): prompt speed is `timings.prompt_per_second`, decode speed
 `timings.predicted_per_second`. Printed: median over the runs, the spread (min-max, and its half
-as a % of the median) and the ratio of medians against the first row.
+as a % of the median), and the ratio against the first row: the median (and range) over the runs
+of each run's own ratio, since the rows of one run are measured within a minute of each other
+and the load of a shared machine drifts between runs.
 
 One thread (`-t 1`) by default: the builds differ in the code each thread runs, and on a shared
 2-core machine under load two threads spend most of a decode step waiting for each other (measured
-here: 0.8 tok/s at the server's default of 2 threads against 12.7 tok/s at `-t 1`, same build, same
-minute). `--threads 0` leaves the server's own choice.
+here: 0.8 tok/s at the server's default of 2 threads against 12.7 tok/s at `-t 1`, same build, a few
+minutes apart). `--threads 0` leaves the server's own choice.
 
     .venv/bin/python bench/build_variants.py                       # the server fusion-tui uses
     .venv/bin/python bench/build_variants.py default=/a/llama-server noamx=/b/llama-server \
@@ -217,13 +219,16 @@ def report(configs: list[Config], as_json: bool) -> None:
                     ("prompt", cfg.prompt_tps, base.prompt_tps),
                     ("decode", cfg.decode_tps, base.decode_tps),
                 ):
-                    row[key]["ratio"] = statistics.median(vals) / statistics.median(bvals)
+                    # per run: the rows of a run were measured within a minute of each other
+                    paired = [v / b for v, b in zip(vals, bvals, strict=False)]
+                    row[key]["ratio"] = statistics.median(paired)
+                    row[key]["ratio_min"], row[key]["ratio_max"] = min(paired), max(paired)
         rows.append(row)
     if as_json:
         print(json.dumps(rows, indent=2))
         return
-    print(f"{'configuration':<28} {'prompt tok/s (min-max, ±%)':>34} {'ratio':>6}   "
-          f"{'decode tok/s (min-max, ±%)':>32} {'ratio':>6}")  # fmt: skip
+    print(f"{'configuration':<28} {'prompt tok/s (min-max, ±%)':>33} {'ratio (min-max)':>17}   "
+          f"{'decode tok/s (min-max, ±%)':>33} {'ratio (min-max)':>17}")  # fmt: skip
     for row in rows:
         if "prompt" not in row:
             print(f"{row['name']:<28} FAILED: {row['error']}")
@@ -232,10 +237,16 @@ def report(configs: list[Config], as_json: bool) -> None:
         for key in ("prompt", "decode"):
             s = row[key]
             cell = f"{s['median']:8.1f} ({s['min']:.1f}-{s['max']:.1f}, ±{s['spread_pct']:.0f}%)"
-            cells.append(f"{cell:>33} {s.get('ratio', float('nan')):6.2f}")
+            ratio = (
+                f"{s['ratio']:.2f} ({s['ratio_min']:.2f}-{s['ratio_max']:.2f})"
+                if "ratio" in s
+                else "-"
+            )
+            cells.append(f"{cell:>33} {ratio:>17}")
         note = f"  (stopped early: {row['error']})" if row["error"] else ""
         print(f"{row['name']:<28} {cells[0]}   {cells[1]}{note}")
-    print(f"ratio = median / median of {base.name!r}; runs per row: {rows[0].get('runs', 0)}")
+    print(f"ratio = median over the runs of (row / {base.name!r} in the same run); "
+          f"runs: {rows[0].get('runs', 0)}")  # fmt: skip
 
 
 def on_sigterm(_signum: int, _frame: object) -> None:
