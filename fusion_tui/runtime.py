@@ -1,23 +1,35 @@
 """Provides `connect`: from settings to a ready server and a client, for the TUI and the CLI.
 
-Managed mode picks the model (configured, else the demo model), plans the launch (fitted context,
-`--swa-full` verdict, KV estimate), then adopts or launches the daemon. External mode connects to
-a configured URL without owning it.
+Managed mode picks the model (configured, else the demo model), checks its header and plans the
+launch (fitted context, `--swa-full` verdict, KV estimate) before anything running is touched, so
+a bad file changes nothing; then it adopts or launches the daemon. The connection is returned as
+soon as `/health` is 200: on a fresh launch the throughput probe runs beside the app
+(`Connection.probe_pending`) and reports the updated ready status through the same callback when
+it lands. Cancelled at any stage (the user quit), it stops the server it launched. External mode
+connects to a configured URL without owning it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
+import re
+import signal
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+
+import anyio
 
 from fusion_tui.config import Settings
 from fusion_tui.demo_model import DEMO_NAME, INSTALL_HINT, demo_model_path
 from fusion_tui.fit.kv import KVConfigError
 from fusion_tui.fit.launch_plan import LaunchPlan, plan_launch
+from fusion_tui.fit.rpc_plan import rpc_launch_plan
+from fusion_tui.gguf.reader import GGUFError, read_header
 from fusion_tui.paths import AppPaths
+from fusion_tui.server import crash
 from fusion_tui.server.client import LlamaClient
 from fusion_tui.server.daemon import ManagedDaemon
 from fusion_tui.server.errors import DaemonStartError, ServerError
@@ -30,8 +42,17 @@ from fusion_tui.status import ServerStatus
 StatusReport = Callable[[ServerStatus], None]
 
 
-class ModelNotFound(ServerError):
-    """No model is configured and the demo model is not installed, or the file is missing."""
+class ModelNotFound(DaemonStartError):
+    """No model is configured and the demo model is not installed, or the file is missing or is
+    not a GGUF llama-server could load."""
+
+
+PICK_ANOTHER = "Pick another model: F2 in the app, or `--model PATH` (`localModels.model`)."
+_USABLE_HEADER_ERROR = re.compile(
+    r"unsupported GGUF version ([4-9]|\d\d)|metadata exceeds the read"
+)
+"""Header errors of our reader that a newer llama-server may not have (a later GGUF version, a
+huge metadata section): launch anyway, the plan falls back to a size estimate."""
 
 
 @dataclass
@@ -46,7 +67,11 @@ class Connection:
     model_note: str = ""
     """Said once to the user, e.g. that the demo model is used because none is configured."""
     launched: bool = False
-    """This process started the daemon (rather than adopting one already running)."""
+    """This app owns the daemon and stops it when it quits (unless `keepRunning`): it launched
+    it, or adopted one left running by an app of ours that is gone."""
+    probe_pending: asyncio.Task[ProbeResult | None] | None = None
+    """The start-up throughput probe, still running beside the app (a fresh launch only). When
+    it lands it sets `probe` and `status` and reports the new ready status."""
 
     @property
     def launch_id(self) -> str | None:
@@ -61,12 +86,38 @@ def resolve_model(settings: Settings, override: str | None = None) -> tuple[Path
     if chosen:
         path = Path(chosen).expanduser()
         if not path.is_file():
-            raise ModelNotFound(f"no model file at {path} (check localModels.model or --model)")
+            what = "is a folder, not a model file" if path.is_dir() else "does not exist"
+            raise ModelNotFound(
+                f"no model file at {path} (check localModels.model or --model)",
+                cause=f"{path} {what}",
+                next_step=PICK_ANOTHER,
+                kind="model",
+            )
         return path, ""
     demo = demo_model_path()
     if demo is None:
-        raise ModelNotFound("No model is configured and the demo model is missing. " + INSTALL_HINT)
+        raise ModelNotFound(
+            "No model is configured and the demo model is missing",
+            next_step=INSTALL_HINT + " Or pick a model: F2 in the app, or `--model PATH`.",
+            kind="model",
+        )
     return demo, f"No model configured: using the demo model, {DEMO_NAME}."
+
+
+def check_model(path: Path) -> None:
+    """Refuse a file llama-server could not load (not a GGUF, truncated, unreadable) before
+    anything running is stopped; `ModelNotFound` says what is wrong with it."""
+    try:
+        read_header(path)
+    except GGUFError as exc:
+        if _USABLE_HEADER_ERROR.match(str(exc)):
+            return
+        raise ModelNotFound(
+            f"{path.name} cannot be served: {exc}",
+            cause="llama-server only loads GGUF model files",
+            next_step=PICK_ANOTHER + " Nothing running was changed.",
+            kind="model",
+        ) from None
 
 
 def plan_for(
@@ -76,6 +127,7 @@ def plan_for(
     parallel: int | None = None,
     ctx: int | None = None,
     allow_fallback: bool = True,
+    memory_bytes: int | None = None,
 ) -> LaunchPlan:
     """The measured plan for `model` under the managed settings (fitted context, swa-full verdict,
     estimate); `KVConfigError` for settings the server would refuse."""
@@ -91,7 +143,7 @@ def plan_for(
         swa_full_mode=m.swa_full,
         min_ctx=m.min_ctx,
         max_ctx=m.max_ctx,
-        memory_bytes=m.memory_bytes,
+        memory_bytes=memory_bytes if memory_bytes is not None else m.memory_bytes,
         flash_attn=m.flash_attn,
         allow_fallback=allow_fallback,
     )
@@ -109,6 +161,12 @@ def plan_spec(
     managed = settings.local_models.managed
     try:
         plan = plan_for(settings, model, parallel=parallel, ctx=ctx)
+        devices = None
+        if managed.rpc:  # one model over several machines: fit each device (fit/rpc_plan.py)
+            plan, devices = rpc_launch_plan(
+                settings,
+                lambda mem: plan_for(settings, model, parallel=parallel, ctx=ctx, memory_bytes=mem),
+            )
     except KVConfigError as exc:  # a setting the server would refuse: say which, no traceback
         raise DaemonStartError(f"cannot launch with these settings: {exc}") from None
     spec = LaunchSpec(
@@ -124,13 +182,32 @@ def plan_spec(
         slot_save_path=paths.slot_save_dir,
         threads=managed.threads,
         extra_args=managed.extra_args,
+        rpc=managed.rpc,
     )
-    return spec, plan.to_dict(), plan.kv_bytes_total
+    record = plan.to_dict()
+    if devices is not None:
+        record.update(devices=devices.to_dict(), device_lines=devices.lines())
+    return spec, record, plan.kv_bytes_total
 
 
 def make_daemon(settings: Settings, paths: AppPaths) -> ManagedDaemon:
     binary = Path(settings.server.binary).expanduser() if settings.server.binary else None
     return ManagedDaemon(paths, binary)
+
+
+def stops_on_exit(settings: Settings, conn: Connection) -> bool:
+    """The one rule for leaving: the daemon this process launched stops with it, unless
+    `localModels.managed.keepRunning`; an adopted or external server is never stopped."""
+    return conn.launched and not settings.local_models.managed.keep_running
+
+
+async def release(settings: Settings, paths: AppPaths, conn: Connection) -> None:
+    """Close the connection's client, then stop the daemon if `stops_on_exit` says so."""
+    try:
+        await conn.client.aclose()
+    finally:
+        if stops_on_exit(settings, conn):
+            await make_daemon(settings, paths).stop()
 
 
 async def connect(
@@ -141,8 +218,12 @@ async def connect(
     model: str | None = None,
     parallel: int | None = None,
     ctx: int | None = None,
+    detached: bool = False,
 ) -> Connection:
-    """Reach a ready server, reporting every stage; a `ServerError` says what to do."""
+    """Reach a ready server, reporting every stage; a `ServerError` says what to do.
+
+    `detached` (`fusion-tui launch`): the server is left running on purpose, no app owns it.
+    """
     say = report or (lambda _status: None)
     if settings.server.mode == "external":
         return await _connect_external(settings, say)
@@ -150,24 +231,43 @@ async def connect(
     name = model_display_name(model_path)
     say(ServerStatus(state="starting", model=name, detail="planning the launch"))
     spec, fit, estimate = plan_spec(settings, paths, model_path, parallel=parallel, ctx=ctx)
+    check_model(model_path)  # both before anything running is touched
     daemon = make_daemon(settings, paths)
-    before = daemon.current()
+    owner = 0 if detached else os.getpid()
 
     def stage(message: str) -> None:
         say(ServerStatus(state="loading", model=name, detail=message))
 
-    record = await daemon.ensure(
-        spec,
-        stage,
-        match_spec=parallel is not None or ctx is not None,
-        fit=fit,
-        kv_estimate_bytes=estimate,
-    )
-    client = LlamaClient(record.url)
+    before = daemon.current()
+
+    def ours(rec: LaunchRecord | None) -> bool:
+        """This call launched `rec`, or took it over from an app of ours that is gone."""
+        if rec is None or not owner or rec.owner_pid != owner:
+            return False
+        return before is None or before.pid != rec.pid or before.owner_pid != owner
+
+    record: LaunchRecord | None = None
     try:
-        props = await client.props()
-    except ServerError:
-        await client.aclose()
+        record = await daemon.ensure(
+            spec,
+            stage,
+            match_spec=parallel is not None or ctx is not None,
+            fit=fit,
+            kv_estimate_bytes=estimate,
+            probe=False,
+            owner_pid=owner,
+        )
+        client = LlamaClient(record.url)
+        try:
+            props = await client.props()
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await client.aclose()
+            raise
+    except BaseException:
+        if ours(record) and not settings.local_models.managed.keep_running:
+            with anyio.CancelScope(shield=True):
+                await daemon.stop()  # quit mid start-up: stop what this app launched
         raise
     probe = daemon.probe_result(record)
     status = ServerStatus(
@@ -176,10 +276,84 @@ async def connect(
         slots=props.total_slots,
         n_ctx=props.n_ctx,
         tok_s=probe.tok_s if probe else None,
+        note=record.note,
     )
+    launched = ours(record)
+    conn = Connection(client, props, status, record, probe, note, launched)
+    if probe is None and (launched or detached):
+        status = replace(status, detail="measuring throughput")
+        conn.status = status
+        conn.probe_pending = asyncio.create_task(
+            _probe_beside(conn, daemon, spec, fit, estimate, owner, say)
+        )
     say(status)
-    launched = before is None or before.pid != record.pid
-    return Connection(client, props, status, record, probe, note, launched)
+    return conn
+
+
+async def _probe_beside(
+    conn: Connection,
+    daemon: ManagedDaemon,
+    spec: LaunchSpec,
+    fit: dict[str, Any],
+    estimate: int,
+    owner: int,
+    say: StatusReport,
+) -> ProbeResult | None:
+    """Measure throughput while the app is already usable; a server that dies of SIGILL at this
+    first computation is started again with repacking off on the same port (so the client's URL
+    stays right) and measured again. Reports the ready status (or the error) when done."""
+    record = conn.record
+    assert record is not None
+    ready = conn.status
+    say = _quiet(say)
+
+    def stage(message: str) -> None:
+        say(ServerStatus(state="loading", model=ready.model, detail=message))
+
+    result = await daemon.measure(record, lambda _msg: None)
+    if result is None and not conn.client.is_closed:
+        died = await daemon.exit_signal(record.pid)
+        if died is not None:
+            first = daemon.exit_error(-died, crash.MEASURING)
+            daemon.files.clear(record.pid)
+            if died != signal.SIGILL or record.repack_off:
+                if died == signal.SIGILL:
+                    first = crash.sigill_even_without_repack(first, record.binary)
+                _failed(conn, first, say)
+                return None
+            stage("died of SIGILL while measuring throughput; starting again with repacking off")
+            try:
+                async with daemon.lock(stage):  # no other instance launches meanwhile
+                    new = await daemon.relaunch_without_repack(
+                        spec, Path(record.binary), stage, fit, estimate, owner, first, record.port
+                    )
+            except DaemonStartError as exc:
+                _failed(conn, exc, say)
+                return None
+            conn.record = new
+            ready = replace(ready, note=new.note)
+            result = await daemon.measure(new, lambda _msg: None)
+    conn.probe = result
+    conn.status = replace(ready, tok_s=result.tok_s if result else None, detail="")
+    say(conn.status)
+    return result
+
+
+def _quiet(say: StatusReport) -> StatusReport:
+    """`say` for a task that may outlive its reader (the app quit while the probe ran)."""
+
+    def tell(status: ServerStatus) -> None:
+        try:
+            say(status)
+        except Exception:  # a gone screen must not fail the probe
+            pass
+
+    return tell
+
+
+def _failed(conn: Connection, error: DaemonStartError, say: StatusReport) -> None:
+    conn.status = ServerStatus(state="error", model=conn.status.model, detail=error.message)
+    say(conn.status)
 
 
 async def _connect_external(settings: Settings, say: StatusReport) -> Connection:

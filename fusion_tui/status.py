@@ -22,16 +22,47 @@ class ServerStatus:
     n_ctx: int = 0
     """Per-slot context."""
     tok_s: float | None = None
-    """Measured single-stream decode speed."""
+    """Single-stream decode speed measured by the start-up probe (kept for the record)."""
     detail: str = ""
+    """While starting: the stage; when ready: what still runs beside (the probe)."""
+    note: str = ""
+    """A start-up choice worth knowing, e.g. "repacking off: this CPU traps on AMX"."""
+    recent_tok_s: float | None = None
+    """Decode speed measured on recent turns; shown instead of the probe once there is one."""
 
     def summary(self) -> str:
         if self.state != "ready":
             return " · ".join(p for p in (self.state, self.model, self.detail) if p)
         parts = ["ready", self.model, f"{self.slots} slots × {self.n_ctx} ctx"]
-        if self.tok_s:
+        if self.recent_tok_s:
+            parts.append(f"~{format_rate(self.recent_tok_s)} tok/s recent turns")
+        elif self.tok_s:
             parts.append(f"~{format_rate(self.tok_s)} tok/s single stream")
+        parts += [self.detail, self.note]
         return " · ".join(p for p in parts if p)
+
+
+class RecentRates:
+    """The decode rate of the last few turns (median), for the status line: the start-up probe
+    on a busy machine says little about the turns that follow."""
+
+    def __init__(self, keep: int = 5) -> None:
+        self.keep = keep
+        self._rates: list[float] = []
+
+    def add(self, tok_s: float) -> float | None:
+        """Record one finished turn's rate; returns the current median."""
+        if tok_s > 0 and tok_s == tok_s:  # not NaN
+            self._rates = [*self._rates, tok_s][-self.keep :]
+        return self.median
+
+    @property
+    def median(self) -> float | None:
+        if not self._rates:
+            return None
+        ordered = sorted(self._rates)
+        mid = len(ordered) // 2
+        return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def turn_summary(timings: Timings, id_slot: int) -> str:

@@ -8,61 +8,18 @@ never turns into "cancelled" even though it was delivered as a cancellation.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Generic, Literal, Protocol, TypeVar
+from typing import Generic, Literal, TypeVar
 
 import anyio
+
+from fusion_tui.clock import Clock, sleep_until
 
 T = TypeVar("T")
 
 DEFAULT_MAX_DURATION_MS = 2 * 60 * 60 * 1000
 DEFAULT_FINALIZATION_MS = 5 * 60 * 1000
-
-
-class Clock(Protocol):
-    def now(self) -> float:
-        """Monotonic seconds."""
-        ...
-
-    async def sleep_until(self, when: float) -> None: ...
-
-
-class MonotonicClock:
-    """The real clock."""
-
-    def now(self) -> float:
-        return time.monotonic()
-
-    async def sleep_until(self, when: float) -> None:
-        while (left := when - time.monotonic()) > 0:
-            await anyio.sleep(left)
-
-
-class ManualClock:
-    """A clock that moves only when told (tests and benches): deadlines fire in microseconds."""
-
-    def __init__(self, start: float = 1000.0) -> None:
-        self._now = start
-        self._sleepers: list[tuple[float, anyio.Event]] = []
-
-    def now(self) -> float:
-        return self._now
-
-    def advance(self, seconds: float) -> None:
-        self._now += seconds
-        due = [(w, e) for (w, e) in self._sleepers if w <= self._now]
-        self._sleepers = [(w, e) for (w, e) in self._sleepers if w > self._now]
-        for _, event in due:
-            event.set()
-
-    async def sleep_until(self, when: float) -> None:
-        if when <= self._now:
-            return
-        event = anyio.Event()
-        self._sleepers.append((when, event))
-        await event.wait()
 
 
 class CancelToken:
@@ -121,7 +78,7 @@ async def run_guarded(
         with anyio.CancelScope() as body:
 
             async def watch_deadline(when: float) -> None:
-                await clock.sleep_until(when)
+                await sleep_until(clock, when)
                 fired["deadline"] = True
                 body.cancel()
 

@@ -18,10 +18,9 @@ from fusion_tui.agent.deadline import (
     DEFAULT_FINALIZATION_MS,
     DEFAULT_MAX_DURATION_MS,
     CancelToken,
-    Clock,
-    MonotonicClock,
     run_guarded,
 )
+from fusion_tui.agent.delegate import DelegatePolicy, run_delegate
 from fusion_tui.agent.events import (
     Compacted,
     EventSink,
@@ -51,6 +50,7 @@ from fusion_tui.agent.tools import ToolContext, ToolResult
 from fusion_tui.agent.tools.registry import CORE_TOOLS, DELEGATE, FINISH, RUNNERS
 from fusion_tui.agent.tools.workspace import ToolError, Workspace
 from fusion_tui.agent.workspace_facts import task_prefix
+from fusion_tui.clock import Clock, MonotonicClock
 from fusion_tui.server.errors import ContextExceeded
 
 
@@ -85,8 +85,8 @@ class AgentDeps:
     clock: Clock = field(default_factory=MonotonicClock)
     on_event: EventSink = field(default=lambda e: None)
     tools: tuple[ToolSpec, ...] = CORE_TOOLS
-    delegate: Any = None
-    """A `delegate.DelegatePolicy`; when set, the `delegate` tool is offered."""
+    delegate: DelegatePolicy | None = None
+    """When set, the `delegate` tool is offered (workers run under this policy)."""
     workspace_facts: bool = True
     """Add the workspace's top-level files and real-path examples to the task's system message
     (`workspace_facts.py`); off only to measure the old prompt."""
@@ -155,6 +155,33 @@ class _Run:
 
     def ms_left(self) -> int:
         return int((self.ceiling - self.clock.now()) * 1000)
+
+    # --- delegate.SubTaskRunner ----------------------------------------------------------------
+
+    @property
+    def session_id(self) -> str:
+        return self.sid
+
+    @property
+    def max_steps(self) -> int:
+        return self.cfg.max_steps
+
+    async def run_sub_task(
+        self,
+        task: str,
+        *,
+        session_id: str,
+        max_steps: int,
+        max_duration_ms: int,
+        on_event: EventSink,
+    ) -> TaskResult:
+        config = dataclasses.replace(
+            self.cfg, max_steps=max_steps, max_duration_ms=max_duration_ms, finalize=False
+        )
+        deps = dataclasses.replace(self.deps, delegate=None, on_event=on_event)
+        return await run_task(
+            task, session_id=session_id, deps=deps, config=config, cancel=self.cancel
+        )  # fmt: skip
 
     def tail(self) -> str:
         return volatile_tail(self.step + 1, self.cfg.max_steps, self.ms_left())
@@ -265,9 +292,9 @@ class _Run:
         async def call() -> ToolResult:
             try:
                 if action.tool == "delegate":
-                    from fusion_tui.agent.delegate import run_delegate
-
-                    return await run_delegate(self, action.args)
+                    if self.deps.delegate is None:
+                        return ToolResult(False, "delegate is not offered on this server")
+                    return await run_delegate(self, self.deps.delegate, action.args)
                 return await RUNNERS[action.tool](self.ctx, action.args)
             except ToolError as exc:
                 return ToolResult(False, str(exc))

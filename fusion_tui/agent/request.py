@@ -12,7 +12,7 @@ from typing import Any, Literal, Protocol
 
 import anyio
 
-from fusion_tui.agent.deadline import CancelToken, Clock, run_guarded
+from fusion_tui.agent.deadline import CancelToken, run_guarded
 from fusion_tui.agent.events import (
     EventSink,
     PromptProgressed,
@@ -23,6 +23,7 @@ from fusion_tui.agent.events import (
     TokenDelta,
 )
 from fusion_tui.agent.partial_action import parse_partial
+from fusion_tui.clock import Clock
 from fusion_tui.server.errors import ServerError
 from fusion_tui.server.types import PromptProgress, StreamEnd, StreamEvent, TextDelta
 

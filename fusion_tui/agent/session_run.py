@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fusion_tui.agent.approval import ApprovalGate, Approver
-from fusion_tui.agent.deadline import CancelToken, Clock, MonotonicClock
+from fusion_tui.agent.deadline import CancelToken
 from fusion_tui.agent.delegate import DelegatePolicy
 from fusion_tui.agent.events import (
     AgentEvent,
@@ -47,11 +47,12 @@ from fusion_tui.agent.request import CompletionFn
 from fusion_tui.agent.tools.registry import CORE_TOOLS
 from fusion_tui.agent.tools.workspace import Workspace
 from fusion_tui.agent.transcript import load_transcript, save_transcript
+from fusion_tui.clock import Clock, MonotonicClock
 from fusion_tui.runtime import Connection
 from fusion_tui.server.probe import model_display_name
 from fusion_tui.server.types import StreamEvent
 from fusion_tui.sessions import model as sm
-from fusion_tui.sessions.store import SessionStore, SessionStoreError
+from fusion_tui.sessions.store import SessionStore
 from fusion_tui.slots.gate import OnWait, SlotGate, slots_busy_probe
 from fusion_tui.slots.pins import SlotPool
 
@@ -230,6 +231,7 @@ class SessionRunner:
         approver: Approver,
         config: AgentConfig | None = None,
         clock: Clock | None = None,
+        wall_clock: sm.WallClock = time.time,
     ) -> None:
         self.host = host
         self.store = store
@@ -238,6 +240,8 @@ class SessionRunner:
         self.gate = ApprovalGate(approver)
         self.config = config or AgentConfig()
         self.clock = clock or MonotonicClock()
+        self.wall_clock = wall_clock
+        """What turns and requests are stamped with."""
         stored = load_transcript(store, session.id)
         self._messages: list[Message] = stored["messages"] if stored else []
         self._archived: list[dict[str, Any]] = stored["archived"] if stored else []
@@ -246,11 +250,13 @@ class SessionRunner:
             host.pool.pin(session.id, slot)  # warm resume on its own slot
 
     def _save(self) -> str | None:
-        try:
-            self.store.save(self.session)
-        except SessionStoreError as exc:
-            return str(exc)
-        return None
+        return self.store.try_save(self.session)
+
+    def _save_step(self) -> None:
+        """A finished step reaches the disk at once: a kill (SIGTERM, SIGKILL) later keeps it.
+        A failure here is said by the turn's final save, which tries again."""
+        self.session.touch()
+        self._save()
 
     async def run(
         self,
@@ -262,11 +268,7 @@ class SessionRunner:
         """Run `task` to an outcome and save the turn; a failure is reported, never raised
         (only an outer cancellation propagates, after the turn is saved as `cancelled`)."""
         session = self.session
-        session.messages.append(sm.Message(role="user", content=task))
-        if not session.title:
-            session.title = " ".join(task.split())[:60]
-        session.workspace = str(self.workspace.root)
-        session.touch()
+        session.begin_turn(task, workspace=str(self.workspace.root), clock=self.wall_clock)
         early_save = self._save()  # the user's words reach the disk before anything can fail
         tools: list[ToolFinished] = []
         packer = resume_packer(self.host, self._messages)
@@ -275,10 +277,11 @@ class SessionRunner:
         def record(event: AgentEvent) -> None:
             inner = event.event if isinstance(event, WorkerEvent) else event
             if isinstance(inner, RequestDone):
-                session.requests.append(_request_record(inner))
+                _record_request(session, inner, self.wall_clock)
             elif isinstance(event, ToolFinished):
                 tools.append(event)
                 session.messages.append(_tool_message(event))
+                self._save_step()
             elif isinstance(event, StepFailed):
                 session.messages.append(
                     sm.Message(
@@ -288,6 +291,7 @@ class SessionRunner:
                         partial_reason=f"invalid step: {event.error}",
                     )
                 )
+                self._save_step()
             sink(event)
 
         deps = AgentDeps(
@@ -327,16 +331,6 @@ class SessionRunner:
             self._archived += result.archived
         self._messages = list(final.messages)
         summary = result.summary if result is not None else ""
-        partial = outcome != "completed"
-        if summary or partial:
-            session.messages.append(
-                sm.Message(
-                    role="assistant",
-                    content=summary,
-                    partial=partial,
-                    partial_reason=outcome if partial else None,
-                )
-            )
         slot = self.host.pool.pins.get(session.id)
         if slot is not None:
             session.pinned_slot = slot
@@ -344,8 +338,7 @@ class SessionRunner:
         session.prefix_hash = self.host.prefix_hash
         steps = result.steps if result is not None else 0
         detail = error or f"{steps} step(s)"
-        session.turns.append(sm.TurnRecord(outcome, time.time(), detail))
-        session.touch()
+        session.end_turn(outcome, summary, detail, self.wall_clock)
         problems = []
         try:
             save_transcript(self.store, session.id, final, self._archived)
@@ -357,16 +350,16 @@ class SessionRunner:
         return "; ".join(problems) or None
 
 
-def _request_record(event: RequestDone) -> sm.RequestRecord:
+def _record_request(session: sm.Session, event: RequestDone, clock: sm.WallClock) -> None:
     ttft = event.ttft_ms if event.ttft_ms is not None else event.duration_ms
-    return sm.RequestRecord(
+    session.record_request(
         id_slot=event.id_slot,
         prompt_n=event.prompt_n,
         cache_n=event.cache_n,
-        ttft_ms=round(ttft, 1),
-        predicted_per_second=round(event.predicted_per_second, 2),
-        time=time.time(),
+        ttft_ms=ttft,
+        predicted_per_second=event.predicted_per_second,
         side_call=event.purpose == "compaction",
+        clock=clock,
     )
 
 

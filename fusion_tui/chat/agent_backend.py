@@ -16,7 +16,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from fusion_tui.agent.approval import ApprovalRequest, Approver, Decision, DenyAll
+from fusion_tui.agent.approval import Approver, DenyAll
 from fusion_tui.agent.deadline import CancelToken
 from fusion_tui.agent.events import (
     AgentEvent,
@@ -38,12 +38,12 @@ from fusion_tui.agent.session_run import (
     open_session,
 )
 from fusion_tui.agent.tools.workspace import Workspace
-from fusion_tui.chat.backend import StatusCallback
+from fusion_tui.chat.backend import SessionCatalog, SlotView, StatusCallback, Unavailable
 from fusion_tui.chat.events import Notice, ReplyDone, ReplyEvent, ToolBlock
 from fusion_tui.chat.live_step import LiveStepTracker
 from fusion_tui.config import Settings
 from fusion_tui.paths import AppPaths
-from fusion_tui.runtime import Connection, connect, make_daemon
+from fusion_tui.runtime import Connection, connect, release
 from fusion_tui.server.errors import ServerError
 from fusion_tui.server.types import PromptProgress, StreamEnd, TextDelta, Timings
 from fusion_tui.sessions.model import Session
@@ -123,17 +123,6 @@ def outcome_note(report: TurnReport) -> str:
     return " · ".join(parts)
 
 
-class _LateApprover:
-    """Asks whichever approver the backend holds when the question comes (the TUI sets it
-    after the app exists)."""
-
-    def __init__(self, backend: AgentBackend) -> None:
-        self.backend = backend
-
-    async def decide(self, request: ApprovalRequest) -> Decision:
-        return await self.backend.approver.decide(request)
-
-
 class AgentBackend:
     """The backend of the TUI's agent mode (`fusion-tui --workspace DIR`)."""
 
@@ -154,9 +143,13 @@ class AgentBackend:
         self.workspace = Workspace(workspace)  # ToolError: not a directory, or a system folder
         self.store = SessionStore.default(paths)
         self.session = self._open_session(resume)
+        self.store.claim(self.session.id)  # SessionLocked: another instance has it open
         self.approver: Approver = approver or DenyAll()
+        """Asked before every write and command; fixed for the backend's life (the TUI's
+        modal, or the headless rules)."""
         self.connect_fn = connect_fn
         self.conn: Connection | None = None
+        self.host: AgentHost | None = None
         self.runner: SessionRunner | None = None
 
     def _open_session(self, resume: str | None) -> Session:
@@ -168,18 +161,52 @@ class AgentBackend:
         return session
 
     async def start(self, report: StatusCallback) -> ServerStatus:
-        settings = self.settings
-        self.conn = await self.connect_fn(settings, self.paths, report, model=self.model)
-        host = await AgentHost.open(
-            self.conn,
-            idle_timeout=settings.local_models.request_timeout_ms / 1000,
-            configured_workers=settings.llm.run_mode.fusion.workers,
+        conn = await self.connect_fn(self.settings, self.paths, report, model=self.model)
+        return await self.adopt(conn)
+
+    async def adopt(self, conn: Connection) -> ServerStatus:
+        self.conn = conn
+        self.host = await AgentHost.open(
+            conn,
+            idle_timeout=self.settings.local_models.request_timeout_ms / 1000,
+            configured_workers=self.settings.llm.run_mode.fusion.workers,
         )
-        self.runner = SessionRunner(
-            host, self.store, self.session, workspace=self.workspace,
-            approver=_LateApprover(self), config=agent_config(settings),
+        self.runner = self._runner()
+        return conn.status
+
+    def _runner(self) -> SessionRunner | None:
+        if self.host is None:
+            return None
+        return SessionRunner(
+            self.host, self.store, self.session, workspace=self.workspace,
+            approver=self.approver, config=agent_config(self.settings),
         )  # fmt: skip
-        return self.conn.status
+
+    # --- sessions ------------------------------------------------------------------------------
+
+    async def new_session(self) -> str | None:
+        self.session = self._open_session(None)
+        self.runner = self._runner()
+        return None
+
+    async def open_session(self, session_id: str) -> str | None:
+        self.session = self._open_session(session_id)
+        self.runner = self._runner()
+        return None
+
+    def sessions(self) -> SessionCatalog:
+        return self.store
+
+    async def make_title(self) -> str | None:
+        return None  # the first message titles an agent session
+
+    # --- the server ----------------------------------------------------------------------------
+
+    async def stop_server(self) -> None:
+        raise Unavailable("This backend does not own a server.")
+
+    def slot_view(self) -> SlotView | None:
+        return None
 
     def history(self) -> list[tuple[str, str]]:
         return [
@@ -190,11 +217,8 @@ class AgentBackend:
 
     async def close(self) -> None:
         conn, self.conn = self.conn, None
-        if conn is None:
-            return
-        await conn.client.aclose()
-        if conn.launched and not self.settings.local_models.managed.keep_running:
-            await make_daemon(self.settings, self.paths).stop()
+        if conn is not None:
+            await release(self.settings, self.paths, conn)
 
     async def reply(self, text: str) -> AsyncGenerator[ReplyEvent, None]:
         runner = self.runner

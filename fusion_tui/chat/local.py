@@ -1,16 +1,9 @@
-"""Provides `LocalBackend`: chat turns of one session against a (managed or external) server.
+"""Provides `LocalBackend`: the TUI's plain chat, turns of one session against a (managed or
+external) server. (`fusion-tui run` and agent mode run turns through `agent.session_run`.)
 
-Each turn rides the session's pinned slot, one request in flight per slot, and the session is
-saved atomically after every turn, also a cancelled or failed one. A brand-new session's first
-request names an empty slot no known session holds (else `-1`): with `-1` a shared system prompt
-can pass the server's similarity threshold and evict a short session from its slot. A resumed
-session's first request goes `-1`, so the server finds the slot holding its prompt; the answer's
-`id_slot` is pinned.
-
-Warm resume: on the same server the first request goes `-1` and lands on the slot still holding
-the prompt; on a new daemon the session's saved slot file is restored into a free slot first and
-pinned (refused, with the reason, when it was made for another model or context). The slot is
-saved when the session is left, when the app exits and before the daemon this app owns stops.
+Each turn rides the session's slot, one request in flight per slot; which slot, and how a resumed
+session gets its prompt back, is the `SlotKeeper`'s business. The session is saved atomically after
+every turn, also a cancelled or failed one.
 
 Until the first byte, `watch_first_token` polls `/slots` next to the stream; a request that got
 no data at all (lost, stalled, connection dropped) is retried once on the same slot.
@@ -24,20 +17,15 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
-from fusion_tui.chat.backend import StatusCallback
+from fusion_tui.chat.backend import SessionCatalog, SlotView, StatusCallback, Unavailable
 from fusion_tui.chat.events import Notice, Progress, ReplyDone, ReplyEvent
-from fusion_tui.chat.resume import ResumeState, WarmResume
+from fusion_tui.chat.slot_keeper import SlotKeeper
 from fusion_tui.chat.titles import TITLE_TOKENS, clean_title, title_messages
-from fusion_tui.chat.warm import (
-    archive_for,
-    first_event,
-    save_sessions_before_stop,
-    server_facts,
-    watch_config,
-)
+from fusion_tui.chat.warm import first_event, watch_config
+from fusion_tui.clock import REAL_CLOCK, Clock
 from fusion_tui.config import Settings
 from fusion_tui.paths import AppPaths
-from fusion_tui.runtime import Connection, connect, make_daemon
+from fusion_tui.runtime import Connection, connect, make_daemon, release, stops_on_exit
 from fusion_tui.server.errors import (
     ContextExceeded,
     ProtocolError,
@@ -46,16 +34,13 @@ from fusion_tui.server.errors import (
     StreamStalled,
 )
 from fusion_tui.server.types import PromptProgress, StreamEnd, StreamEvent, TextDelta
-from fusion_tui.sessions.model import Message, RequestRecord, Session, TurnRecord
-from fusion_tui.sessions.store import SessionStore, SessionStoreError
-from fusion_tui.slots.archive import (
-    DEFAULT_MAX_BYTES,
-    SlotArchive,
-)
-from fusion_tui.slots.gate import SlotGate, slots_busy_probe, waiting_message
+from fusion_tui.sessions.model import Outcome, Session, WallClock
+from fusion_tui.sessions.store import SessionStore
+from fusion_tui.slots.archive import DEFAULT_MAX_BYTES
+from fusion_tui.slots.gate import waiting_message
 from fusion_tui.slots.pins import SlotPool
 from fusion_tui.slots.progress import ProgressTracker
-from fusion_tui.slots.watch import REAL_CLOCK, Clock, FirstTokenStall
+from fusion_tui.slots.watch import FirstTokenStall
 from fusion_tui.status import ServerStatus
 
 SYSTEM_PROMPT = (
@@ -72,8 +57,8 @@ class _Flag:
     data: bool = False
 
 
-class LocalBackend(WarmResume):
-    """The real backend used by the TUI and by `fusion-tui run`."""
+class LocalBackend:
+    """The real backend of the TUI's plain chat."""
 
     def __init__(
         self,
@@ -82,8 +67,8 @@ class LocalBackend(WarmResume):
         *,
         model: str | None = None,
         resume: str | None = None,
-        clock: Any = time.monotonic,
-        watch_clock: Clock = REAL_CLOCK,
+        clock: Clock = REAL_CLOCK,
+        wall_clock: WallClock = time.time,
         connector: Connector | None = None,
         archive_max_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
@@ -92,21 +77,28 @@ class LocalBackend(WarmResume):
         self.model = model
         self.resume = resume
         self.clock = clock
-        self.watch_clock = watch_clock
+        """Monotonic time and sleeping: time to first token and the first-token watch."""
+        self.wall_clock = wall_clock
+        """What turns and requests are stamped with."""
         self.connector = connector or connect
-        self.archive_max_bytes = archive_max_bytes
         self.store = SessionStore.default(paths)
-        self.pool = SlotPool()
-        self.conn: Connection | None = None
-        self.gate: SlotGate | None = None
-        self.archive: SlotArchive | None = None
-        self.session = self._open_session(resume)
-        self._resume: ResumeState | None = None
-        self._resume_checked = False
-        self._side_slot: int | None = None
-        self._live_totals: dict[int, int] = {}
+        session = self._open_session(resume)
+        self.store.claim(session.id)  # SessionLocked: another instance has it open
+        self.keeper = SlotKeeper(self.store, session, archive_max_bytes=archive_max_bytes)
         self.save_error: str | None = None
         """The last save failure, shown to the user; the session stays in memory."""
+
+    @property
+    def session(self) -> Session:
+        return self.keeper.session
+
+    @property
+    def conn(self) -> Connection | None:
+        return self.keeper.conn
+
+    @property
+    def pool(self) -> SlotPool:
+        return self.keeper.pool
 
     def _open_session(self, resume: str | None) -> Session:
         if resume is None:
@@ -118,21 +110,15 @@ class LocalBackend(WarmResume):
             resume = max(entries, key=lambda e: e.updated).id
         return self.store.load(resume)
 
-    # --- Backend -------------------------------------------------------------------------------
+    # --- Backend: turns ------------------------------------------------------------------------
 
     async def start(self, report: StatusCallback) -> ServerStatus:
         conn = await self.connector(self.settings, self.paths, report, model=self.model)
-        return self.adopt(conn)
+        return await self.adopt(conn)
 
-    def adopt(self, conn: Connection) -> ServerStatus:
+    async def adopt(self, conn: Connection) -> ServerStatus:
         """Take over a connection made elsewhere (the launch wizard) instead of connecting."""
-        self.conn = conn
-        props = conn.props
-        self.pool.update(props.total_slots, props.model_path, conn.launch_id)
-        self.gate = SlotGate(
-            lambda: self.pool.total_slots, busy_probe=slots_busy_probe(conn.client.slots)
-        )
-        self.archive = archive_for(conn, self.archive_max_bytes)
+        self.keeper.attach(conn)
         return conn.status
 
     def history(self) -> list[tuple[str, str]]:
@@ -143,26 +129,45 @@ class LocalBackend(WarmResume):
     async def close(self) -> None:
         """Save the session's slot, close the client; stop the daemon this app launched (after
         saving every session's slot) unless told to keep it."""
-        conn = self.conn
+        conn = self.keeper.conn
         if conn is None:
             return
-        stopping = conn.launched and not self.settings.local_models.managed.keep_running
         try:
-            await self.leave()
-            if stopping and self.archive is not None:
-                await save_sessions_before_stop(
-                    conn.client,
-                    self.archive,
-                    self.store,
-                    server_facts(conn),
-                    self.pool.total_slots,
-                    skip=frozenset({self.session.id}),
-                )
+            await self.keeper.leave()
+            if stops_on_exit(self.settings, conn):
+                await self.keeper.save_others()
         finally:
-            self.conn = None
-            await conn.client.aclose()
-            if stopping:
-                await make_daemon(self.settings, self.paths).stop()
+            self.keeper.detach()
+            await release(self.settings, self.paths, conn)
+
+    # --- Backend: sessions and the server ------------------------------------------------------
+
+    async def switch_session(self, resume: str | None) -> str | None:
+        """Leave the current session (saving its slot) and open another (None: a new one)."""
+        return await self.keeper.switch(self._open_session(resume))
+
+    async def new_session(self) -> str | None:
+        return await self.switch_session(None)
+
+    async def open_session(self, session_id: str) -> str | None:
+        return await self.switch_session(session_id)
+
+    def sessions(self) -> SessionCatalog:
+        return self.store
+
+    def slot_view(self) -> SlotView:
+        return self.keeper
+
+    async def stop_server(self) -> None:
+        """Save every session's slot, then stop the managed daemon (never an external one)."""
+        conn = self.keeper.conn
+        if conn is None or conn.record is None:
+            raise Unavailable("this server was not launched by fusion-tui; it is not ours to stop")
+        await self.keeper.leave()
+        await self.keeper.save_others()
+        self.keeper.detach()
+        await conn.client.aclose()
+        await make_daemon(self.settings, self.paths).stop()
 
     def chat_messages(self) -> list[dict[str, str]]:
         """The request's messages: a fixed system prompt, then the transcript, append-only."""
@@ -174,25 +179,21 @@ class LocalBackend(WarmResume):
         ]
         return out
 
-    # --- warm resume ---------------------------------------------------------------------------
-
     # --- turns ---------------------------------------------------------------------------------
 
     async def reply(self, text: str) -> AsyncGenerator[ReplyEvent, None]:
-        if self.conn is None or self.gate is None:
+        keeper = self.keeper
+        if keeper.conn is None or keeper.gate is None:
             raise ServerError("the server is not connected yet")
         session = self.session
-        if not session.title:
-            session.title = " ".join(text.split())[:60]
-        session.messages.append(Message(role="user", content=text))
+        session.begin_turn(text, clock=self.wall_clock)
         answer: list[str] = []
-        outcome, detail = "cancelled", "cancelled"
+        outcome: Outcome = "cancelled"
+        detail = "cancelled"
         try:
-            for note in await self.warm_resume():
+            for note in await keeper.warm_resume():
                 yield Notice(note)
-            slot = self.pool.slot_for(session.id)
-            if slot < 0 and not any(not r.side_call for r in session.requests):
-                slot = await self._fresh_slot()
+            slot = await keeper.next_slot()
             for attempt in (1, 2):
                 got = _Flag()
                 try:
@@ -244,11 +245,12 @@ class LocalBackend(WarmResume):
 
     async def _attempt(self, slot: int, got: _Flag) -> AsyncGenerator[ReplyEvent, None]:
         """One request on `slot`: gate, stream with the first-token watch, progress, record."""
-        assert self.gate is not None
-        if slot >= 0 and self.gate.is_held(slot):
+        gate, totals = self.keeper.gate, self.keeper.live_totals
+        assert gate is not None
+        if slot >= 0 and gate.is_held(slot):
             yield Notice(waiting_message(slot))
-        async with self.gate.hold(slot) as lease:
-            started = self.clock()
+        async with gate.hold(slot) as lease:
+            started = self.clock.now()
             first: float | None = None
             tracker = ProgressTracker()
             try:
@@ -262,28 +264,28 @@ class LocalBackend(WarmResume):
                     while event is not None:
                         got.data = True
                         if isinstance(event, TextDelta):
-                            first = self.clock() if first is None else first
+                            first = self.clock.now() if first is None else first
                             yield event
                         elif isinstance(event, PromptProgress):
                             if lease.slot >= 0:
-                                self._live_totals[lease.slot] = event.total
+                                totals[lease.slot] = event.total
                             yield event
                             p = tracker.on_event(event)
                             yield Progress(
                                 p.processed, p.total, p.cache, p.tokens_per_second, p.eta_s
                             )
                         elif isinstance(event, StreamEnd):
-                            ttft = ((first or self.clock()) - started) * 1000
+                            ttft = ((first or self.clock.now()) - started) * 1000
                             self._record_request(event, ttft)
                             yield event
                         event = await anext(it, None)
             finally:
-                self._live_totals.pop(lease.slot, None)
+                totals.pop(lease.slot, None)
 
     async def _first_event(self, it: AsyncIterator[StreamEvent], slot: int) -> StreamEvent | None:
         assert self.conn is not None
         config = watch_config(self.settings)
-        return await first_event(it, self.conn.client.slots, slot, config, self.watch_clock)
+        return await first_event(it, self.conn.client.slots, slot, config, self.clock)
 
     def _body(self, slot: int) -> dict[str, Any]:
         return {
@@ -301,14 +303,15 @@ class LocalBackend(WarmResume):
         """Title the session with a short side call on the side-call slot (never the session's
         own, unless the pool has one slot); saves the session. None when there is nothing to
         title from or the model said nothing usable."""
-        if self.conn is None or self.gate is None:
+        keeper, gate = self.keeper, self.keeper.gate
+        if keeper.conn is None or gate is None:
             raise ServerError("the server is not connected yet")
         session = self.session
         first = next((m.content for m in session.messages if m.role == "user"), "")
         if not first.strip():
             return None
-        own = self.pool.pins.get(session.id)
-        side = self.pool.side_call_slot(busy=self.gate.held, avoid=() if own is None else (own,))
+        own = keeper.pool.pins.get(session.id)
+        side = keeper.pool.side_call_slot(busy=gate.held, avoid=() if own is None else (own,))
         body = {
             "messages": title_messages(first),
             "cache_prompt": True,
@@ -316,18 +319,18 @@ class LocalBackend(WarmResume):
             "temperature": 0.0,
         }
         pieces: list[str] = []
-        self._side_slot = side if side >= 0 else None
-        async with self.gate.hold(side) as lease:
-            started = self.clock()
+        keeper.side_slot = side if side >= 0 else None
+        async with gate.hold(side) as lease:
+            started = self.clock.now()
             first_at: float | None = None
             async with aclosing(self._open_stream({**body, "id_slot": lease.slot})) as events:
                 async for event in events:
                     if isinstance(event, TextDelta):
-                        first_at = self.clock() if first_at is None else first_at
+                        first_at = self.clock.now() if first_at is None else first_at
                         pieces.append(event.text)
                     elif isinstance(event, StreamEnd):
-                        ttft = ((first_at or self.clock()) - started) * 1000
-                        session.requests.append(self._request_record(event, ttft, side=True))
+                        ttft = ((first_at or self.clock.now()) - started) * 1000
+                        self._record_request(event, ttft, side=True)
         title = clean_title("".join(pieces))
         if not title:
             return None
@@ -337,24 +340,19 @@ class LocalBackend(WarmResume):
 
     # --- records -------------------------------------------------------------------------------
 
-    def _request_record(self, end: StreamEnd, ttft_ms: float, *, side: bool) -> RequestRecord:
+    def _record_request(self, end: StreamEnd, ttft_ms: float, *, side: bool = False) -> None:
+        if not side:
+            self.keeper.pin_answer(end.id_slot)
         t = end.timings
-        return RequestRecord(
+        self.session.record_request(
             id_slot=end.id_slot,
             prompt_n=t.prompt_n,
             cache_n=t.cache_n,
-            ttft_ms=round(ttft_ms, 1),
-            predicted_per_second=round(t.predicted_per_second, 2),
-            time=time.time(),
+            ttft_ms=ttft_ms,
+            predicted_per_second=t.predicted_per_second,
             side_call=side,
+            clock=self.wall_clock,
         )
-
-    def _record_request(self, end: StreamEnd, ttft_ms: float) -> None:
-        session = self.session
-        self.pool.pin(session.id, end.id_slot)
-        session.pinned_slot = self.pool.pins.get(session.id)
-        session.server = self.identity()
-        session.requests.append(self._request_record(end, ttft_ms, side=False))
 
     def _cost_note(self) -> str:
         own = [r for r in self.session.requests if not r.side_call]
@@ -363,7 +361,7 @@ class LocalBackend(WarmResume):
         last = own[-1]
         total = last.prompt_n + last.cache_n
         cached = f"{last.cache_n:,} of {total:,} prompt tokens cached"
-        resume, self._resume = self._resume, None
+        resume = self.keeper.take_resume()
         if resume is not None:
             how = {"same": "", "restored": " (restored from disk)", "cold": " cold"}[resume.kind]
             why = f" ({resume.reason})" if resume.reason else ""
@@ -375,28 +373,12 @@ class LocalBackend(WarmResume):
             f"{last.predicted_per_second:.0f} tok/s"
         )
 
-    def _finish_turn(self, answer: str, outcome: str, detail: str) -> None:
-        session = self.session
-        partial = outcome != "completed"
-        if answer or partial:
-            session.messages.append(
-                Message(
-                    role="assistant",
-                    content=answer,
-                    partial=partial,
-                    partial_reason=outcome if partial else None,
-                )
-            )
-        session.turns.append(TurnRecord(outcome=outcome, time=time.time(), detail=detail))  # type: ignore[arg-type]
-        session.touch()
+    def _finish_turn(self, answer: str, outcome: Outcome, detail: str) -> None:
+        self.session.end_turn(outcome, answer, detail, self.wall_clock)
         self._save()
 
     def _save(self) -> None:
-        try:
-            self.store.save(self.session)
-            self.save_error = None
-        except SessionStoreError as exc:
-            self.save_error = str(exc)
+        self.save_error = self.store.try_save(self.session)
 
 
 def context_full_message(exc: ContextExceeded) -> str:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import anyio
 
+from fusion_tui.clock import Clock
 from fusion_tui.config import Settings
 from fusion_tui.paths import AppPaths
 from fusion_tui.runtime import Connection, make_daemon
@@ -23,7 +24,7 @@ from fusion_tui.slots.archive import (
     SlotArchive,
     owners_by_slot,
 )
-from fusion_tui.slots.watch import Clock, SlotsFn, WatchConfig, watch_first_token
+from fusion_tui.slots.watch import SlotsFn, WatchConfig, watch_first_token
 from fusion_tui.status import ServerStatus
 
 SAVE_DEADLINE = 120.0

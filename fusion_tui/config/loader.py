@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from fusion_tui.config.checks import CheckError, check_settings
 from fusion_tui.config.migrations import migrate
 from fusion_tui.config.settings import SCHEMA_VERSION, Settings
 
@@ -75,7 +76,12 @@ def load_settings(path: Path, env: Mapping[str, str] | None = None) -> Settings:
         raise ConfigError(f"{path}: {exc}") from exc
     _apply_env(raw, env)
     try:
-        return _build(Settings, raw, ())
+        settings: Settings = _build(Settings, raw, ())
+        try:
+            check_settings(settings)
+        except CheckError as exc:
+            raise _FieldError(exc.path, exc.reason) from None
+        return settings
     except _FieldError as exc:
         raise ConfigError(f"{path}{_locate(text, exc.path)}: {exc.dotted}: {exc.reason}") from None
 
@@ -121,7 +127,11 @@ class _FieldError(Exception):
 
     @property
     def dotted(self) -> str:
-        return ".".join(self.path) or "(top level)"
+        """`server.endpoints[1].url`: list indexes in brackets."""
+        out = ""
+        for part in self.path:
+            out += f"[{part}]" if part.isdigit() else (f".{part}" if out else part)
+        return out or "(top level)"
 
 
 def _hints(cls: Any) -> dict[str, Any]:
@@ -156,6 +166,11 @@ def _convert(tp: Any, value: Any, path: tuple[str, ...]) -> Any:
         return _convert(args[0], value, path)
     if dataclasses.is_dataclass(tp):
         return _build(tp, value if value is not None else {}, path)
+    if origin is tuple and dataclasses.is_dataclass(typing.get_args(tp)[0]):
+        if not isinstance(value, list):
+            raise _FieldError(path, "should be a list (one `- ` entry per item)")
+        item = typing.get_args(tp)[0]
+        return tuple(_build(item, v, (*path, str(i))) for i, v in enumerate(value))
     if origin is tuple:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise _FieldError(path, "should be a list of strings")
@@ -205,6 +220,11 @@ def _locate(text: str, path: tuple[str, ...]) -> str:
         return ""
     found = None
     for part in path:
+        if isinstance(node, yaml.SequenceNode) and part.isdigit():
+            if int(part) >= len(node.value):
+                break
+            found = node = node.value[int(part)]
+            continue
         if not isinstance(node, yaml.MappingNode):
             break
         for key_node, value_node in node.value:
@@ -225,7 +245,7 @@ def settings_to_dict(settings: Settings) -> dict[str, Any]:
         if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
             return {camel(f.name): conv(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
         if isinstance(obj, tuple):
-            return list(obj)
+            return [conv(item) for item in obj]
         if isinstance(obj, dict):
             return dict(obj)
         return obj

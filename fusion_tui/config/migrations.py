@@ -21,7 +21,21 @@ def _v1_to_v2(raw: dict[str, Any]) -> dict[str, Any]:
     return raw
 
 
-MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2}
+def _v2_to_v3(raw: dict[str, Any]) -> dict[str, Any]:
+    """Version 3 added `server.endpoints` and `localModels.managed.rpc`; older files get both
+    empty, which means the one server `server.mode` / `server.url` describe, as before."""
+    server = raw.setdefault("server", {})
+    if isinstance(server, dict):
+        server.setdefault("endpoints", [])
+    local = raw.setdefault("localModels", {})
+    if isinstance(local, dict):
+        managed = local.setdefault("managed", {})
+        if isinstance(managed, dict):
+            managed.setdefault("rpc", [])
+    return raw
+
+
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2, 2: _v2_to_v3}
 
 
 def migrate(raw: dict[str, Any]) -> dict[str, Any]:

@@ -8,8 +8,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-SCHEMA_VERSION = 2
-"""Version 2 added `localModels.managed.swaFull` (version-1 files load it as `auto`)."""
+SCHEMA_VERSION = 3
+"""Version 2 added `localModels.managed.swaFull` (version-1 files load it as `auto`); version 3
+added `server.endpoints` and `localModels.managed.rpc` (version-2 files load both empty)."""
+
+
+@dataclass(frozen=True)
+class EndpointSettings:
+    """One entry of `server.endpoints`: the managed local server, or a remote URL."""
+
+    managed: bool = False
+    """`true`: the local llama-server fusion-tui launches (at most one entry)."""
+    url: str | None = None
+    """A remote llama-server's base URL, e.g. http://10.0.0.7:8080 (not with `managed`)."""
+    label: str | None = None
+    """The name shown in the slot map and status line; default `here` / the URL's host:port."""
+    api_key_env: str | None = None
+    """The NAME of the environment variable holding this endpoint's API key (never the key)."""
 
 
 @dataclass(frozen=True)
@@ -22,6 +37,8 @@ class ServerSettings:
     """External mode: the server's base URL, e.g. http://127.0.0.1:8080."""
     api_key_env: str = "FUSION_TUI_API_KEY"
     """External mode: the environment variable holding the API key (never stored on disk)."""
+    endpoints: tuple[EndpointSettings, ...] = ()
+    """Several servers. Empty: the one server `mode` / `url` describe (today's behaviour)."""
 
 
 @dataclass(frozen=True)
@@ -31,9 +48,9 @@ class ManagedSettings:
     ctx: int | None = None
     """Total context (`-c`). Unset: the largest that fits memory (see `inspect`)."""
     min_ctx: int = 2048
-    """The fitted context never goes below this."""
-    max_ctx: int = 32768
-    """The fitted context never goes above this (the model's trained context caps it too)."""
+    """Per slot: a short memory never fits fewer tokens per slot than this without saying so."""
+    max_ctx: int = 262_144
+    """Per slot: no slot gets more (the model's trained context caps it too)."""
     ubatch: int = 512
     cache_type_k: str = "f16"
     cache_type_v: str = "f16"
@@ -48,6 +65,8 @@ class ManagedSettings:
     keep_running: bool = False
     """Leave the server running when the app exits, so sessions resume warm next time."""
     extra_args: tuple[str, ...] = ()
+    rpc: tuple[str, ...] = ()
+    """`host:port` of llama.cpp `ggml-rpc-server`s: one model's layers spread over machines."""
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,11 @@ is on loopback or a configured URL). Every request goes through `_send`, which o
 * Errors are typed (`errors.py`): nothing answers → `ServerUnreachable`; 503 while loading →
   `ServerLoading`; any other non-2xx → `ServerHTTPError` (or `ContextExceeded`, `SlotsUnavailable`)
   with the server's error object; unparseable answers → `ProtocolError`.
+* A server may be remote and hostile, so every answer is bounded: a JSON body is read up to
+  `max_body_bytes` within its request's timeout as a whole (`ResponseTooLarge`,
+  `ResponseTooSlow`), an event-stream line or event up to `max_line_bytes`, and a stream that
+  sends bytes but no complete line for `idle_timeout` is stalled (a drip keeps no stream alive).
+  Redirects are never followed: a key goes only to the URL it was configured for.
 
 Streams are async generators: leaving them early (`aclose`, `break`, cancellation) closes the HTTP
 response, and llama-server cancels the task when its connection goes away. Prefer
@@ -29,18 +34,23 @@ import httpx
 
 from fusion_tui.server.errors import (
     ProtocolError,
+    ResponseTooLarge,
+    ResponseTooSlow,
     ServerUnreachable,
     StreamStalled,
 )
 from fusion_tui.server.events import ChatDecoder, NativeDecoder
 from fusion_tui.server.httperrors import error_from_body
-from fusion_tui.server.sse import DONE, SSEParser
+from fusion_tui.server.sse import DONE, MAX_LINE_BYTES, SSEParser
 from fusion_tui.server.types import Props, SlotState, StreamEvent
 
 DEFAULT_TIMEOUT = 30.0
 HEALTH_TIMEOUT = 5.0
 SLOT_ACTION_TIMEOUT = 600.0
 """Saving or restoring a multi-GB slot can take a while; the server also queues it behind work."""
+
+MAX_BODY_BYTES = 16 * 1024 * 1024
+"""Cap on a JSON answer (a 4,096-slot `/slots` is about 8 MiB); more is a broken server."""
 
 SlotAction = Literal["save", "restore", "erase"]
 
@@ -58,9 +68,13 @@ class LlamaClient:
         *,
         transport: httpx.AsyncBaseTransport | None = None,
         timeout: float = DEFAULT_TIMEOUT,
+        max_body_bytes: int = MAX_BODY_BYTES,
+        max_line_bytes: int = MAX_LINE_BYTES,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
+        self.max_body_bytes = max_body_bytes
+        self.max_line_bytes = max_line_bytes
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = httpx.AsyncClient(
             base_url=self.base_url,
@@ -68,7 +82,11 @@ class LlamaClient:
             transport=transport,
             timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
             trust_env=False,
+            follow_redirects=False,  # the key goes to this URL only
         )
+
+    def __repr__(self) -> str:
+        return f"LlamaClient({self.base_url!r})"  # never the headers: they may hold a key
 
     async def __aenter__(self) -> LlamaClient:
         return self
@@ -83,6 +101,11 @@ class LlamaClient:
 
     async def aclose(self) -> None:
         await self._http.aclose()
+
+    @property
+    def is_closed(self) -> bool:
+        """True once `aclose` ran (the app is done with this server)."""
+        return self._http.is_closed
 
     # --- plain requests ------------------------------------------------------------------------
 
@@ -204,32 +227,53 @@ class LlamaClient:
         )
         try:
             if response.status_code >= 300:
-                raise error_from_body(response.status_code, await self._read(response))
-            parser = SSEParser()
+                raise error_from_body(
+                    response.status_code, await self._read(response, self.timeout)
+                )
+            parser = SSEParser(self.max_line_bytes)
             chunks = response.aiter_bytes().__aiter__()
+            last_line = anyio.current_time()
+            lines = 0
+            dripped = False  # bytes arrived since the last whole line
             while not parser.done:
-                chunk = await self._next_chunk(chunks, idle_timeout)
+                budget = None
+                if idle_timeout is not None:
+                    budget = max(0.0, idle_timeout - (anyio.current_time() - last_line))
+                chunk = await self._next_chunk(chunks, budget, idle_timeout, dripped)
                 if chunk is None:
                     for payload in parser.close():
                         yield payload
                     return
                 for payload in parser.feed(chunk):
                     yield payload
+                dripped = True
+                if parser.lines != lines:
+                    lines, last_line, dripped = parser.lines, anyio.current_time(), False
         finally:
             with anyio.CancelScope(shield=True):
                 await response.aclose()
 
     async def _next_chunk(
-        self, chunks: AsyncIterator[bytes], idle_timeout: float | None
+        self,
+        chunks: AsyncIterator[bytes],
+        budget: float | None,
+        idle_timeout: float | None,
+        dripped: bool = False,
     ) -> bytes | None:
+        """The next chunk within `budget` s (the idle budget left since the last whole line)."""
         try:
-            if idle_timeout is None:
+            if budget is None:
                 return await chunks.__anext__()
-            with anyio.fail_after(idle_timeout):
+            with anyio.fail_after(budget):
                 return await chunks.__anext__()
         except StopAsyncIteration:
             return None
         except TimeoutError:
+            if dripped:
+                raise StreamStalled(
+                    f"llama-server sent nothing for {idle_timeout:g} s in the middle of an answer "
+                    f"but part of a line (a drip, not an answer; {self.base_url})"
+                ) from None
             raise StreamStalled(
                 f"llama-server sent nothing for {idle_timeout:g} s in the middle of an answer"
             ) from None
@@ -254,7 +298,7 @@ class LlamaClient:
             method, path, params=params, json_body=json_body, timeout=timeout
         )
         try:
-            raw = await self._read(response)
+            raw = await self._read(response, timeout)
         finally:
             with anyio.CancelScope(shield=True):
                 await response.aclose()
@@ -266,9 +310,31 @@ class LlamaClient:
             excerpt = raw[:80].decode("utf-8", "replace")
             raise ProtocolError(f"{path} did not answer JSON: {excerpt!r}") from None
 
-    async def _read(self, response: httpx.Response) -> bytes:
+    async def _read(self, response: httpx.Response, deadline: float | None) -> bytes:
+        """The whole body, at most `max_body_bytes`, within `deadline` s in total."""
+        path = response.request.url.path
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_body_bytes:
+            raise ResponseTooLarge(
+                f"llama-server at {self.base_url} announced a {int(declared):,}-byte answer to "
+                f"{path} (the cap is {self.max_body_bytes:,}); not read"
+            )
+        body = bytearray()
         try:
-            return await response.aread()
+            with anyio.fail_after(deadline):
+                async for chunk in response.aiter_bytes():
+                    body += chunk
+                    if len(body) > self.max_body_bytes:
+                        raise ResponseTooLarge(
+                            f"llama-server at {self.base_url} sent more than "
+                            f"{self.max_body_bytes:,} bytes for {path}; stopped reading"
+                        )
+            return bytes(body)
+        except TimeoutError:
+            raise ResponseTooSlow(
+                f"llama-server at {self.base_url} did not finish its answer to {path} within "
+                f"{deadline:g} s ({len(body):,} bytes arrived)"
+            ) from None
         except httpx.TimeoutException:
             raise ServerUnreachable(
                 f"llama-server at {self.base_url} stopped answering {response.request.url.path}"

@@ -16,6 +16,7 @@ length. That is acceptable, and bounded anyway: the daemon rotates the log at ea
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ LOG_VERBOSITY = 4
 
 
 OWNED_FLAGS = frozenset({"-m", "--model", "--host", "--port", "-hf", "--hf-repo"})
+RPC_RE = re.compile(r"^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.-]*):([0-9]{1,5})$")
 """Flags the daemon must own: the model it records, the loopback address and the free port."""
 
 
@@ -52,6 +54,8 @@ class LaunchSpec:
     slot_save_path: Path | None = None
     threads: int | None = None
     extra_args: tuple[str, ...] = field(default_factory=tuple)
+    rpc: tuple[str, ...] = ()
+    """`host:port` of ggml-rpc-servers (`--rpc`): the model's layers spread over those machines."""
 
     def validate(self) -> None:
         """Raise `LaunchSpecError` for a setting the server would refuse or misread."""
@@ -79,6 +83,14 @@ class LaunchSpec:
             raise LaunchSpecError(
                 f"extraArgs may not set {', '.join(owned)}: fusion-tui sets the model, the "
                 "address (127.0.0.1 only) and the port itself"
+            )
+        for server in self.rpc:
+            m = RPC_RE.match(server)
+            if not m or not 0 < int(m.group(1)) < 65536:
+                raise LaunchSpecError(f"rpc entry {server!r} is not host:port of a ggml-rpc-server")
+        if self.rpc and "--rpc" in self.extra_args:
+            raise LaunchSpecError(
+                "set the RPC servers in localModels.managed.rpc, not in extraArgs"
             )
         if self.cache_type_v not in UNQUANTISED and self.flash_attn == "off":
             raise LaunchSpecError(
@@ -129,6 +141,8 @@ class LaunchSpec:
             args += ["--slot-save-path", str(Path(self.slot_save_path).expanduser().resolve())]
         if self.threads is not None:
             args += ["-t", str(self.threads)]
+        if self.rpc:
+            args += ["--rpc", ",".join(self.rpc)]
         args += list(self.extra_args)
         return args
 
@@ -137,4 +151,5 @@ class LaunchSpec:
         data["model"] = str(self.model)
         data["slot_save_path"] = None if self.slot_save_path is None else str(self.slot_save_path)
         data["extra_args"] = list(self.extra_args)
+        data["rpc"] = list(self.rpc)
         return data

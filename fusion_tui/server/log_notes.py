@@ -15,6 +15,7 @@ def plan_note(fit: dict[str, Any] | None, estimate: int | None) -> str:
         return "fusion-tui: launch without a fit plan\n"
     budget = fit.get("fit") or {}
     mib = 1024 * 1024
+    devices = "".join(f"fusion-tui: device {line}\n" for line in fit.get("device_lines") or ())
     return (
         f"fusion-tui: fitted ctx {fit.get('ctx')} ({fit.get('per_slot_ctx')} per slot, "
         f"{fit.get('parallel')} slots, limited by {budget.get('limited_by', '?')}); "
@@ -24,7 +25,7 @@ def plan_note(fit: dict[str, Any] | None, estimate: int | None) -> str:
         f"swa-full {'on' if fit.get('swa_full') else 'off'} ({fit.get('swa_full_reason')}); "
         f"prefix reuse {fit.get('prefix_reuse')}; "
         f"KV estimate {(estimate or 0) / mib:.2f} MiB\n"
-    )
+    ) + devices
 
 
 def allocation_note(estimate: int | None, allocated: int | None) -> str:

@@ -1,9 +1,12 @@
 """Provides the throughput probe: one fixed 64-token completion, timed by the server itself.
 
-Run once when the managed server becomes ready (not on adopt), saved next to the pid file and read
-back lazily, so the ready line and the status bar can say "~95 tok/s single stream" without
-measuring again. The number is the server's `timings.predicted_per_second` (decode only, first
-token excluded in this build), so the client's event loop never skews it.
+Run once when the managed server becomes ready (not on adopt), beside the app (the first turn
+need not wait for it), saved next to the pid file and read back lazily, so the ready line and
+`status` can say "~95 tok/s single stream" without measuring again. The number is the server's
+`timings.predicted_per_second` (decode only, first token excluded in this build), so the client's
+event loop never skews it. On a loaded machine the probe is bounded in time: when the bound hits,
+the rate of the tokens received so far (client clock, first token excluded) is reported, marked
+`partial`.
 """
 
 from __future__ import annotations
@@ -11,14 +14,17 @@ from __future__ import annotations
 import math
 import re
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 from fusion_tui.server.client import LlamaClient
 from fusion_tui.server.errors import ProtocolError
 from fusion_tui.server.records import LaunchRecord, read_json, write_json
-from fusion_tui.server.types import StreamEnd
+from fusion_tui.server.types import StreamEnd, TextDelta
 
 PROBE_FILE = "probe.json"
 PROBE_PROMPT = (
@@ -42,6 +48,8 @@ class ProbeResult:
     """Unix time of the measurement."""
     pid: int = 0
     """The managed server's pid (0 when measured on an external server)."""
+    partial: bool = False
+    """The time bound hit first: the rate of the tokens that arrived, by the client's clock."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -60,15 +68,23 @@ class ProbeResult:
                 slots=int(data.get("slots", 0)),
                 time=float(data.get("time", 0.0)),
                 pid=int(data.get("pid", 0)),
+                partial=bool(data.get("partial", False)),
             )
         except (KeyError, TypeError, ValueError):
             return None
         return result if math.isfinite(result.tok_s) and result.tok_s > 0 else None
 
 
-async def measure_throughput(client: LlamaClient, n_predict: int = 64) -> ProbeResult:
+async def measure_throughput(
+    client: LlamaClient,
+    n_predict: int = 64,
+    *,
+    bound: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> ProbeResult:
     """Generate `n_predict` tokens from a fixed prompt (EOS ignored, no prompt cache) and return
-    the server-side decode rate. Raises `ProtocolError` when the server reports no usable rate."""
+    the server-side decode rate; after `bound` seconds, the partial rate so far. Raises
+    `ProtocolError` when there is no usable rate."""
     body = {
         "prompt": PROBE_PROMPT,
         "n_predict": n_predict,
@@ -77,9 +93,15 @@ async def measure_throughput(client: LlamaClient, n_predict: int = 64) -> ProbeR
         "temperature": 0.0,
     }
     end: StreamEnd | None = None
-    async for event in client.stream_completion(body):
-        if isinstance(event, StreamEnd):
-            end = event
+    stamps: list[float] = []
+    with anyio.move_on_after(bound if bound is not None else math.inf) as scope:
+        async for event in client.stream_completion(body):
+            if isinstance(event, TextDelta):
+                stamps.append(clock())
+            elif isinstance(event, StreamEnd):
+                end = event
+    if scope.cancelled_caught and end is None:
+        return _partial(stamps, bound or 0.0)
     if end is None:  # pragma: no cover - stream_completion raises first
         raise ProtocolError("the probe stream had no final event")
     rate = end.timings.predicted_per_second
@@ -90,6 +112,21 @@ async def measure_throughput(client: LlamaClient, n_predict: int = 64) -> ProbeR
         predicted_n=end.timings.predicted_n,
         predicted_ms=end.timings.predicted_ms,
         time=time.time(),
+    )
+
+
+def _partial(stamps: list[float], bound: float) -> ProbeResult:
+    if len(stamps) < 2 or stamps[-1] <= stamps[0]:
+        raise ProtocolError(
+            f"the probe got {len(stamps)} token(s) in {bound:g} s: too few to measure a rate"
+        )
+    span = stamps[-1] - stamps[0]
+    return ProbeResult(
+        tok_s=(len(stamps) - 1) / span,
+        predicted_n=len(stamps),
+        predicted_ms=span * 1000,
+        time=time.time(),
+        partial=True,
     )
 
 
@@ -141,11 +178,22 @@ def format_rate(tok_s: float) -> str:
     return f"{tok_s:.1f}" if tok_s < 10 else f"{tok_s:.0f}"
 
 
+def rate_words(probe: ProbeResult) -> str:
+    """`~95 tok/s single stream`, or `~0.6 tok/s single stream (partial: 12 tokens in 20 s)`."""
+    words = f"~{format_rate(probe.tok_s)} tok/s single stream"
+    if probe.partial:
+        words += f" (partial: {probe.predicted_n} tokens in {probe.predicted_ms / 1000:.0f} s)"
+    return words
+
+
 def ready_line(record: LaunchRecord, probe: ProbeResult | None) -> str:
-    """`ready · SmolLM2-135M-Instruct · 4 slots × 4096 ctx · ~95 tok/s single stream`."""
+    """`ready · SmolLM2-135M-Instruct · 4 slots × 4096 ctx · ~95 tok/s single stream`, then the
+    record's note (e.g. `repacking off: this CPU traps on AMX`) when it has one."""
     ctx = record.n_ctx_slot or (record.ctx // max(record.parallel, 1))
     slots = f"{record.parallel} slot" + ("" if record.parallel == 1 else "s")
     parts = ["ready", model_display_name(record.model_path), f"{slots} × {ctx} ctx"]
     if probe is not None:
-        parts.append(f"~{format_rate(probe.tok_s)} tok/s single stream")
+        parts.append(rate_words(probe))
+    if record.note:
+        parts.append(record.note)
     return " · ".join(parts)

@@ -32,6 +32,23 @@ def is_alive(pid: int) -> bool:
     return True
 
 
+def start_time(pid: int) -> str:
+    """When `pid` started (field 22 of /proc/PID/stat, clock ticks since boot); "" if unknown."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    fields = text.rsplit(")", 1)[-1].split()
+    return fields[19] if len(fields) > 19 else ""
+
+
+def owner_alive(pid: int, started: str) -> bool:
+    """True when the app process `pid` that started at `started` still runs."""
+    if pid <= 1 or not is_alive(pid):
+        return False
+    return not started or start_time(pid) in ("", started)
+
+
 def cmdline(pid: int) -> list[str] | None:
     """The argv of `pid` (None when it is gone or unreadable)."""
     proc = Path(f"/proc/{pid}/cmdline")
@@ -63,7 +80,7 @@ def is_ours(pid: int, argv: list[str]) -> bool:
     actual = cmdline(pid)
     if actual is None:
         return False
-    if actual == argv:
+    if actual == argv or actual[1:] == argv:  # a script binary runs under its interpreter
         return True
     # ps joins arguments with spaces, so compare the joined forms as a fallback
     return " ".join(actual) == " ".join(argv)

@@ -5,6 +5,8 @@ Layout under `AppPaths.daemon_dir`:
 * `llama-server.pid` — the pid of the managed server (plain text).
 * `launch-<pid>.json` — `LaunchRecord`: how that process was started and what it reported.
 * `probe.json` — the throughput probe (see `probe.py`).
+* `cpu-quirks.json` — start-up choices kept per binary and CPU (see `cpu_quirks.py`).
+* `launch.lock` — held around check-adopt-or-launch (see `start_lock.py`).
 
 Stamping the record with the pid means a record can never be mistaken for another process's, and
 the pid's command line is compared with the recorded argv before we ever signal it.
@@ -63,6 +65,15 @@ class LaunchRecord:
     fit: dict[str, Any] | None = None
     kv_estimate_bytes: int | None = None
     kv_allocated_bytes: int | None = None
+    owner_pid: int = 0
+    """The app process that stops this server when it quits (0: left running on purpose, as
+    `fusion-tui launch` does)."""
+    owner_start: str = ""
+    """That process's start time (/proc/PID/stat), so a reused pid is not taken for the owner."""
+    repack_off: bool = False
+    """Started with `--no-repack` because this CPU traps on the repacked kernels."""
+    note: str = ""
+    """Said on the ready line and by `status`, e.g. "repacking off: this CPU traps on AMX"."""
     version: int = RECORD_VERSION
 
     @property
@@ -94,6 +105,10 @@ class LaunchRecord:
                 fit=data.get("fit") if isinstance(data.get("fit"), dict) else None,
                 kv_estimate_bytes=_opt_int(data.get("kv_estimate_bytes")),
                 kv_allocated_bytes=_opt_int(data.get("kv_allocated_bytes")),
+                owner_pid=int(data.get("owner_pid") or 0),
+                owner_start=str(data.get("owner_start") or ""),
+                repack_off=bool(data.get("repack_off", False)),
+                note=str(data.get("note") or ""),
                 version=int(data.get("version", RECORD_VERSION)),
             )
         except (KeyError, TypeError, ValueError):

@@ -12,7 +12,7 @@ network chunks is never a problem; a line that is not UTF-8 is a `ProtocolError`
 
 from __future__ import annotations
 
-from fusion_tui.server.errors import ProtocolError
+from fusion_tui.server.errors import ProtocolError, ResponseTooLarge
 
 DONE = "[DONE]"
 MAX_LINE_BYTES = 16 * 1024 * 1024
@@ -22,12 +22,17 @@ MAX_LINE_BYTES = 16 * 1024 * 1024
 class SSEParser:
     """Feed bytes with `feed`; it returns the payloads of the events completed by them."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_line_bytes: int = MAX_LINE_BYTES) -> None:
         self._buf = bytearray()
         self._data: list[str] = []
+        self._data_bytes = 0
         self._pending_cr = False
+        self.max_line_bytes = max_line_bytes
+        """Cap on one line, and on the data of one event (many small lines without a blank)."""
         self.done = False
         """True once `data: [DONE]` arrived."""
+        self.lines = 0
+        """Complete lines seen so far (keep-alive comments included): a sign of life."""
 
     def feed(self, chunk: bytes) -> list[str]:
         """Consume `chunk`; return the `data` payloads of every event it completed, in order."""
@@ -44,8 +49,10 @@ class SSEParser:
             cut = _next_eol(chunk, i)
             if cut < 0:
                 self._buf += chunk[i:]
-                if len(self._buf) > MAX_LINE_BYTES:
-                    raise ProtocolError("an SSE line is longer than 16 MiB")
+                if len(self._buf) > self.max_line_bytes:
+                    raise ResponseTooLarge(
+                        f"an event-stream line is longer than {_size(self.max_line_bytes)}"
+                    )
                 break
             self._buf += chunk[i:cut]
             i = cut + 1
@@ -66,6 +73,7 @@ class SSEParser:
         """Consume one line without its terminator; return a payload when it ends an event."""
         if self.done:
             return None
+        self.lines += 1
         if isinstance(raw, bytes):
             try:
                 line = raw.decode("utf-8")
@@ -81,6 +89,11 @@ class SSEParser:
         if sep and value.startswith(" "):
             value = value[1:]
         if name == "data":
+            self._data_bytes += len(value) + 1
+            if self._data_bytes > self.max_line_bytes:
+                raise ResponseTooLarge(
+                    f"one event of the stream holds more than {_size(self.max_line_bytes)}"
+                )
             self._data.append(value)
         return None
 
@@ -100,9 +113,14 @@ class SSEParser:
             return None
         payload = "\n".join(self._data)
         self._data.clear()
+        self._data_bytes = 0
         if payload == DONE:
             self.done = True
         return payload
+
+
+def _size(n: int) -> str:
+    return f"{n / (1024 * 1024):g} MiB" if n >= 1024 * 1024 else f"{n:,} bytes"
 
 
 def _next_eol(data: bytes, start: int) -> int:

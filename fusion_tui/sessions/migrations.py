@@ -1,8 +1,8 @@
 """Provides the schema upgrades of session files, one step per version.
 
 `MIGRATIONS[n]` turns a version-`n` dict into a version-`n+1` dict. Schema 1 is the first
-released layout, so the chain is empty today; when the layout changes, bump `SCHEMA_VERSION` in
-`model.py` and add the step here. The store backs a file up before it rewrites it in a newer
+released layout; schema 2 added `pinned_endpoint`. When the layout changes, bump `SCHEMA_VERSION`
+in `model.py` and add the step here. The store backs a file up before it rewrites it in a newer
 schema, and refuses files from a newer app (it never downgrades or rewrites them).
 """
 
@@ -15,7 +15,15 @@ from fusion_tui.sessions.model import SCHEMA_VERSION, SessionFileError
 
 Migration = Callable[[dict[str, Any]], dict[str, Any]]
 
-MIGRATIONS: dict[int, Migration] = {}
+
+def _v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 2 pins a session to (endpoint, slot); a version-1 pin is on the default endpoint
+    (the managed server, else the first configured), which is what `None` means."""
+    data.setdefault("pinned_endpoint", None)
+    return data
+
+
+MIGRATIONS: dict[int, Migration] = {1: _v1_to_v2}
 
 
 class FutureSchemaError(SessionFileError):

@@ -14,8 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
-SCHEMA_VERSION = 1
-"""Version of the on-disk layout written by this code (see `migrations.py`)."""
+from fusion_tui.clock import WallClock
+
+SCHEMA_VERSION = 2
+"""Version of the on-disk layout written by this code (see `migrations.py`). Version 2 added
+`pinned_endpoint` (the label of the endpoint the pin belongs to; older files: the default)."""
 
 Role = Literal["system", "user", "assistant", "tool"]
 Outcome = Literal[
@@ -220,9 +223,13 @@ class RequestRecord:
     predicted_per_second: float
     time: float
     side_call: bool = False
+    endpoint: str | None = None
+    """Label of the endpoint that served it (None: the only one)."""
+    moved_from: str | None = None
+    """The endpoint the session left for this request (failover), if any."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "id_slot": self.id_slot,
             "prompt_n": self.prompt_n,
             "cache_n": self.cache_n,
@@ -231,6 +238,11 @@ class RequestRecord:
             "time": self.time,
             "side_call": self.side_call,
         }
+        if self.endpoint is not None:
+            out["endpoint"] = self.endpoint
+        if self.moved_from is not None:
+            out["moved_from"] = self.moved_from
+        return out
 
     @classmethod
     def from_dict(cls, raw: Any, where: str) -> RequestRecord:
@@ -243,6 +255,8 @@ class RequestRecord:
             predicted_per_second=_num(d, "predicted_per_second", where),
             time=_num(d, "time", where),
             side_call=_bool(d, "side_call", where, default=False),
+            endpoint=_opt_str(d, "endpoint", where),
+            moved_from=_opt_str(d, "moved_from", where),
         )
 
 
@@ -279,6 +293,8 @@ class Session:
     workspace: str | None = None
     messages: list[Message] = field(default_factory=list)
     pinned_slot: int | None = None
+    pinned_endpoint: str | None = None
+    """Label of the endpoint `pinned_slot` is on; None: the default (managed, else first)."""
     server: ServerIdentity | None = None
     prefix_hash: str | None = None
     requests: list[RequestRecord] = field(default_factory=list)
@@ -294,6 +310,63 @@ class Session:
     def touch(self, now: float | None = None) -> None:
         self.updated = time.time() if now is None else now
 
+    # --- turn bookkeeping (the chat, the agent and `fusion-tui run` share it) -------------------
+
+    def begin_turn(
+        self, text: str, *, workspace: str | None = None, clock: WallClock = time.time
+    ) -> None:
+        """The user's words start a turn: kept first (an untitled session is named after them),
+        so nothing that fails later loses them."""
+        self.messages.append(Message(role="user", content=text))
+        if not self.title:
+            self.title = " ".join(text.split())[:60]
+        if workspace is not None:
+            self.workspace = workspace
+        self.touch(clock())
+
+    def end_turn(
+        self, outcome: Outcome, answer: str | None, detail: str, clock: WallClock = time.time
+    ) -> None:
+        """How the turn ended. An unfinished turn keeps its partial answer, marked with the
+        outcome; `answer=None` means no answer was ever asked for (the server never came up)."""
+        partial = outcome != "completed"
+        if answer is not None and (answer or partial):
+            self.messages.append(
+                Message(
+                    role="assistant",
+                    content=answer,
+                    partial=partial,
+                    partial_reason=outcome if partial else None,
+                )
+            )
+        now = clock()
+        self.turns.append(TurnRecord(outcome, now, detail))
+        self.touch(now)
+
+    def record_request(
+        self,
+        *,
+        id_slot: int,
+        prompt_n: int,
+        cache_n: int,
+        ttft_ms: float,
+        predicted_per_second: float,
+        side_call: bool = False,
+        clock: WallClock = time.time,
+    ) -> RequestRecord:
+        """One request's telemetry, stamped with the wall clock, appended and returned."""
+        record = RequestRecord(
+            id_slot=id_slot,
+            prompt_n=prompt_n,
+            cache_n=cache_n,
+            ttft_ms=round(ttft_ms, 1),
+            predicted_per_second=round(predicted_per_second, 2),
+            time=clock(),
+            side_call=side_call,
+        )
+        self.requests.append(record)
+        return record
+
     @property
     def last_outcome(self) -> str | None:
         return self.turns[-1].outcome if self.turns else None
@@ -307,6 +380,7 @@ class Session:
             "updated": self.updated,
             "workspace": self.workspace,
             "pinned_slot": self.pinned_slot,
+            "pinned_endpoint": self.pinned_endpoint,
             "server": None if self.server is None else self.server.to_dict(),
             "prefix_hash": self.prefix_hash,
             "messages": [m.to_dict() for m in self.messages],
@@ -329,6 +403,7 @@ class Session:
             updated=_num(d, "updated"),
             workspace=_opt_str(d, "workspace"),
             pinned_slot=_opt_int(d, "pinned_slot"),
+            pinned_endpoint=_opt_str(d, "pinned_endpoint"),
             server=None if server is None else ServerIdentity.from_dict(server, "server"),
             prefix_hash=_opt_str(d, "prefix_hash"),
             messages=[

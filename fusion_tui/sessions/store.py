@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from fusion_tui.atomic import atomic_write
 from fusion_tui.paths import AppPaths
+from fusion_tui.sessions import lock as session_lock
 from fusion_tui.sessions.migrations import (
     FutureSchemaError,
     Migration,
@@ -44,6 +45,10 @@ class SessionStoreError(Exception):
 
 class SessionNotFound(SessionStoreError):
     """No session file with that id."""
+
+
+class SessionLocked(SessionStoreError):
+    """Another process has the session open to write (see `sessions/lock.py`)."""
 
 
 @dataclass(frozen=True)
@@ -290,10 +295,31 @@ class SessionStore:
             raise
         return backup
 
+    def claim(self, session_id: str) -> None:
+        """Open the session to write: `SessionLocked` (a `SessionStoreError`) when another
+        process has it open; held until `release` or the end of the process (crash included).
+        A folder that cannot hold the lock (read-only, missing) is no refusal: saving there
+        fails anyway, with its own message, and reading still works."""
+        path = self.path_for(session_id)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+            session_lock.claim(path, session_id)
+        except session_lock.SessionLocked as exc:
+            raise SessionLocked(str(exc)) from exc
+        except OSError:
+            return
+
+    def release(self, session_id: str) -> None:
+        session_lock.release(self.path_for(session_id))
+
     def save(self, session: Session) -> Path:
-        """Write the session atomically; on failure the previous file is intact."""
+        """Write the session atomically; on failure the previous file is intact. A session
+        another process has claimed is refused (`SessionLocked`): its file is left as it is."""
         path = self.path_for(session.id)
         self._ensure_dir()
+        holder = session_lock.held_elsewhere(path)
+        if holder is not None:
+            raise SessionLocked(str(session_lock.SessionLocked(session.id, holder or None)))
         self._guard_overwrite(session.id, path)
         payload = {"schema_version": self.schema_version, **session.to_dict()}
         data = json.dumps(payload, ensure_ascii=False, indent=1).encode("utf-8")
@@ -310,6 +336,14 @@ class SessionStore:
         self._stale.discard(session.id)
         self._known[session.id] = self._signature(path) or (0, 0, 0)
         return path
+
+    def try_save(self, session: Session) -> str | None:
+        """`save`, with a failure returned as its message (the session stays in memory)."""
+        try:
+            self.save(session)
+        except SessionStoreError as exc:
+            return str(exc)
+        return None
 
     def sweep_temp_files(self, older_than_s: float = 3600.0, now: float | None = None) -> int:
         """Delete temp files left by killed writers (only old ones: another writer may be live)."""
@@ -345,5 +379,6 @@ class SessionStore:
         for backup in self.directory.glob(f"{path.name}.schema*.bak"):
             with contextlib.suppress(OSError):
                 backup.unlink()
+        self.release(session_id)
         self._known.pop(session_id, None)
         self._stale.discard(session_id)

@@ -9,38 +9,18 @@ timeout stays the backstop. All timing goes through an injected `Clock`.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Protocol
 
 import anyio
 import httpx
 
+from fusion_tui.clock import REAL_CLOCK, Clock
 from fusion_tui.server.errors import ServerError, SlotsUnavailable, StreamStalled
 from fusion_tui.server.types import SlotState
 
 SlotsFn = Callable[[], Awaitable[Sequence[SlotState]]]
-
-
-class Clock(Protocol):
-    """Monotonic time and a sleep on the same time line (tests inject a virtual one)."""
-
-    def now(self) -> float: ...
-
-    async def sleep(self, seconds: float) -> None: ...
-
-
-class RealClock:
-    def now(self) -> float:
-        return time.monotonic()
-
-    async def sleep(self, seconds: float) -> None:
-        await anyio.sleep(seconds)
-
-
-REAL_CLOCK = RealClock()
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
-"""Provides `FusionApp` and `build_app`, the one factory used by the CLI and the tests."""
+"""Provides `FusionApp` and `build_app`, the one app factory used by the CLI and the tests."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 from pathlib import Path
@@ -14,14 +15,17 @@ from textual.theme import Theme
 from textual.widgets import Input, TextArea
 
 from fusion_tui.chat.backend import Backend, StatusCallback
+from fusion_tui.chat.factory import BackendFactory, make_backend
 from fusion_tui.config import Settings
 from fusion_tui.config.loader import config_path
 from fusion_tui.config.persist import PersistError, persist_setting
 from fusion_tui.launch_choice import LaunchChoice
 from fusion_tui.paths import AppPaths
 from fusion_tui.runtime import Connection
+from fusion_tui.status import ServerStatus
 from fusion_tui.theme_files import APP_VARIABLES
 from fusion_tui.tui import bindings as ids
+from fusion_tui.tui.approver import TuiApprover
 from fusion_tui.tui.bindings import APP_BINDINGS, CLOSE_BINDING, KeyRow, key_rows
 from fusion_tui.tui.commands import APP_COMMANDS, FusionCommands
 from fusion_tui.tui.screens.help import HelpScreen, KeySection
@@ -47,14 +51,30 @@ class FusionApp(App[None]):
     def __init__(
         self,
         settings: Settings,
-        backend: Backend,
+        backend: Backend | None = None,
         *,
         autostart: bool = True,
         paths: AppPaths | None = None,
         config_file: Path | None = None,
+        workspace: Path | str | None = None,
+        model: str | None = None,
+        resume: str | None = None,
+        backend_factory: BackendFactory = make_backend,
     ) -> None:
         super().__init__()
         self.settings = settings
+        self.workspace = workspace
+        """Agent mode's folder (None: plain chat); every backend this app builds gets it."""
+        self.backend_factory = backend_factory
+        self.approver = TuiApprover(self)
+        """Writes and commands in agent mode are asked in a modal, for every backend built."""
+        if backend is None:
+            if paths is None:
+                raise TypeError("build_app needs `paths` to build its own backend")
+            backend = backend_factory(
+                settings, paths, workspace=workspace, model=model, resume=resume,
+                approver=self.approver,
+            )  # fmt: skip
         self.backend = backend
         self.autostart = autostart
         self.cursor_blink = settings.ui.cursor_blink
@@ -238,11 +258,20 @@ class FusionApp(App[None]):
 
         await self.backend.close()
         self._backend_released = True
-        return await connect(settings, paths, report, model=model, parallel=parallel, ctx=ctx)
+
+        def relay(status: ServerStatus) -> None:
+            """Stages to the wizard; a ready status (also the probe's, which lands after the
+            wizard closed) to the main screen's status line too."""
+            if report is not None:
+                with contextlib.suppress(Exception):  # the wizard may be gone
+                    report(status)
+            main = self._main_screen()
+            if main is not None and status.state in ("ready", "error"):
+                main.report_status(status)
+
+        return await connect(settings, paths, relay, model=model, parallel=parallel, ctx=ctx)
 
     async def _on_launch_chosen(self, choice: LaunchChoice | None) -> None:
-        from fusion_tui.chat.local import LocalBackend
-
         main = self._main_screen()
         released, self._backend_released = self._backend_released, False
         if choice is None:
@@ -255,8 +284,19 @@ class FusionApp(App[None]):
         )
         self.settings = dataclasses.replace(self.settings, local_models=local)
         assert self.paths is not None
-        backend = LocalBackend(self.settings, self.paths, model=str(choice.model_path))
-        status = backend.adopt(choice.connection)
+        backend = self.backend_factory(
+            self.settings, self.paths, workspace=self.workspace, model=str(choice.model_path),
+            approver=self.approver,
+        )  # fmt: skip
+        try:
+            status = await backend.adopt(choice.connection)
+        except Exception:  # e.g. agent mode cannot probe the new model's template
+            await choice.connection.client.aclose()
+            self.backend = backend
+            if main is not None:
+                main.backend = backend
+                main.start_server()  # connects again and explains the failure in the chat
+            return
         self.backend = backend
         if main is not None:
             await main.use_backend(backend, status)
@@ -274,12 +314,23 @@ class FusionApp(App[None]):
 
 def build_app(
     settings: Settings,
-    backend: Backend,
+    backend: Backend | None = None,
     *,
     autostart: bool = True,
     paths: AppPaths | None = None,
     config_file: Path | None = None,
+    workspace: Path | str | None = None,
+    model: str | None = None,
+    resume: str | None = None,
+    backend_factory: BackendFactory = make_backend,
 ) -> FusionApp:
     """`paths` enables user themes, the persisted theme choice and the server log; the CLI
-    passes `AppPaths.default()`. `config_file` defaults to the one the CLI loads."""
-    return FusionApp(settings, backend, autostart=autostart, paths=paths, config_file=config_file)
+    passes `AppPaths.default()`. `config_file` defaults to the one the CLI loads.
+
+    Without `backend` the app builds its own through `backend_factory` (agent mode when
+    `workspace` is given), handing in its approver; a relaunch (F2) builds the next one the
+    same way. Raises what the factory raises for a bad `resume` or `workspace`."""
+    return FusionApp(
+        settings, backend, autostart=autostart, paths=paths, config_file=config_file,
+        workspace=workspace, model=model, resume=resume, backend_factory=backend_factory,
+    )  # fmt: skip

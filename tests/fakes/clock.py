@@ -1,8 +1,10 @@
-"""A virtual clock for deadline and watch tests: time moves only when every task is blocked.
+"""The one fake `fusion_tui.clock.Clock` for tests: time moves only when a test says so.
 
-Usage (inside an async test on the asyncio backend)::
+Two ways to move it. By hand: `clock.advance(seconds)` wakes every sleeper due by then (the agent
+loop's tests push a tool or a request past a deadline this way). Automatically (inside an async
+test on the asyncio backend)::
 
-    clock = VirtualClock()
+    clock = FakeClock()
     result = await clock.run(some_coroutine_function, arg1, arg2)
 
 `run` starts the coroutine and a driver task. Whenever nothing else can run, the driver jumps
@@ -25,7 +27,7 @@ import anyio
 T = TypeVar("T")
 
 
-class VirtualClock:
+class FakeClock:
     def __init__(self, start: float = 0.0) -> None:
         self._now = start
         self._sleepers: list[tuple[float, int, anyio.Event]] = []
@@ -42,6 +44,12 @@ class VirtualClock:
         heapq.heappush(self._sleepers, (self._now + seconds, next(self._seq), event))
         await event.wait()
 
+    def advance(self, seconds: float) -> None:
+        """Move time on by `seconds` and wake every sleeper due by then."""
+        self._now += seconds
+        while self._sleepers and self._sleepers[0][0] <= self._now:
+            heapq.heappop(self._sleepers)[2].set()
+
     async def _settle(self) -> None:
         """Yield until no other task is runnable (the asyncio ready queue stays empty)."""
         loop = asyncio.get_running_loop()
@@ -55,7 +63,7 @@ class VirtualClock:
                     return
             else:
                 quiet = 0
-        raise RuntimeError("VirtualClock: tasks never settled (a busy loop?)")
+        raise RuntimeError("FakeClock: tasks never settled (a busy loop?)")
 
     async def run(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
         """Run `fn(*args)` to completion under virtual time; its exception propagates."""
@@ -78,7 +86,7 @@ class VirtualClock:
                     break
                 # drop sleepers whose task was cancelled and will never be woken usefully
                 if not self._sleepers:
-                    raise RuntimeError("VirtualClock: deadlock, nothing sleeps and nothing runs")
+                    raise RuntimeError("FakeClock: deadlock, nothing sleeps and nothing runs")
                 when = self._sleepers[0][0]
                 self._now = max(self._now, when)
                 while self._sleepers and self._sleepers[0][0] <= self._now:

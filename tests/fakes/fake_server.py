@@ -52,6 +52,7 @@ from tests.fakes.fake_slots import (
     error,
     tokenize,
 )
+from tests.fakes.hostile import Hostile
 
 
 @dataclass
@@ -78,6 +79,8 @@ class RecordedRequest:
     body: Any
     slot: int | None = None
     """Slot that served a completion (None when it never got one)."""
+    headers: dict[str, str] = field(default_factory=dict)
+    """Request headers, lower-case names (to check where a key was sent)."""
 
 
 def chatml(messages: list[dict[str, Any]]) -> str:
@@ -97,7 +100,10 @@ class FakeLlamaServer:
         n_ctx: int = 4096,
         model_path: str = "/models/fake.gguf",
         build_info: str = "b11434-fake",
+        bind_port: int = 0,
     ) -> None:
+        self.bind_port = bind_port
+        """0 = any free port; else this one (as a real server's `--port`)."""
         self.total_slots = total_slots
         self.n_ctx = n_ctx
         self.model_path = model_path
@@ -108,6 +114,8 @@ class FakeLlamaServer:
         self.slots_delay = 0.0
         self.slots_hang = False
         self.default_reply = Reply()
+        self.hostile: Hostile | None = None
+        """A hostile answer for some paths (tests/fakes/hostile.py)."""
         self.requests: list[RecordedRequest] = []
         self.saved: dict[str, list[int]] = {}
         self._queue: list[Reply] = []
@@ -118,6 +126,7 @@ class FakeLlamaServer:
         self._released: asyncio.Event | None = None
         self._changed: asyncio.Condition | None = None
         self.port = 0
+        self._headers: dict[str, str] = {}
 
     # --- control (test thread) ---------------------------------------------------------------
 
@@ -166,7 +175,7 @@ class FakeLlamaServer:
         self._changed = asyncio.Condition()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
+        sock.bind(("127.0.0.1", self.bind_port))
         self.port = sock.getsockname()[1]
         self._server = loop.run_until_complete(asyncio.start_server(self._client, sock=sock))
         ready.set()
@@ -213,6 +222,7 @@ class FakeLlamaServer:
                     for k, v in (ln.split(":", 1) for ln in lines[1:] if ":" in ln)
                 }
                 raw = await reader.readexactly(int(headers.get("content-length", "0") or 0))
+                self._headers = headers
                 if not await self._dispatch(method, target, raw, reader, writer):
                     break
         except (asyncio.IncompleteReadError, ConnectionError, _Disconnected, ValueError):
@@ -253,6 +263,10 @@ class FakeLlamaServer:
                 return True
         record = RecordedRequest(method, target, body)
         self.requests.append(record)
+        record.headers = dict(self._headers)
+        if self.hostile is not None and self.hostile.matches(path):
+            await self.hostile.serve(writer)
+            return False
         if self.loading:
             await self._send_json(writer, *error(503, "Loading model", "unavailable_error"))
             return True

@@ -68,7 +68,7 @@ async def test_launch_adopt_and_stop(
 
         probe = daemon.probe_result(rec)
         assert probe is not None and probe.tok_s > 0 and probe.pid == rec.pid
-        assert probe.predicted_n >= 60
+        assert probe.predicted_n >= 60 or probe.partial  # a loaded box hits the time bound
         assert ready_line(rec, probe).startswith(
             "ready · SmolLM2-135M-Instruct · 2 slots × 512 ctx"
         )
@@ -150,3 +150,34 @@ async def test_ensure_replaces_our_daemon_when_the_model_differs(
             assert Path((await client.props()).model_path) == copy.resolve()
     finally:
         await daemon.stop()
+
+
+def test_headless_launch_waits_for_the_probe_and_prints_the_rate(
+    app_home: AppPaths,
+    llama_server_bin: Path,
+    demo_model: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`fusion-tui launch` on the real server: ready at /health, the probe beside, and still the
+    measured tok/s on the ready line before it exits; the server is left running, unowned."""
+    from fusion_tui.cli import main
+
+    monkeypatch.setenv("FUSION_TUI_SERVER__BINARY", str(llama_server_bin))
+    monkeypatch.setenv("FUSION_TUI_LOCALMODELS__MANAGED__THREADS", "2")
+    try:
+        assert main(["launch", str(demo_model), "--parallel", "2", "--ctx", "1024"]) == 0
+        captured = capsys.readouterr()
+        line = captured.out.strip()
+        assert line.startswith("ready · SmolLM2-135M-Instruct · 2 slots × 512 ctx · ~"), line
+        assert "tok/s single stream" in line
+        assert "measuring throughput" in captured.err
+        daemon = ManagedDaemon(app_home)
+        record = daemon.current()
+        assert record is not None and record.owner_pid == 0
+        assert daemon.probe_result(record) is not None
+        assert main(["status", "--json"]) == 0
+        info = json.loads(capsys.readouterr().out)
+        assert info["tok_s"] > 0 and info["repack_off"] is record.repack_off
+    finally:
+        main(["stop"])

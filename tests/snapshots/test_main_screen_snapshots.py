@@ -33,7 +33,7 @@ def test_empty_session_ready(snap_compare: Any, size: tuple[int, int]) -> None:
 def test_finished_turn_with_telemetry(snap_compare: Any, size: tuple[int, int]) -> None:
     """You should see the user's question, the model's Markdown answer with a code block, the
     footnote `slot 2 · 30 of 42 prompt tokens cached` under it, and the same telemetry on the
-    status line."""
+    status line, whose speed is now the turn's (`~88 tok/s recent turns`), not the probe's."""
     answer = ["Use `sorted`:\n\n", "```python\n", "sorted(xs, key=len)\n", "```\n"]
     backend = ScriptedBackend([answer])
 

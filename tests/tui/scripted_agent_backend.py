@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Sequence
+from typing import TYPE_CHECKING
 
+from fusion_tui.chat.backend import Backend
 from fusion_tui.chat.events import Notice, ReplyDone, ReplyEvent, StreamEnd, TextDelta, ToolBlock
 from fusion_tui.server.types import Timings
 from tests.tui.scripted_backend import ScriptedBackend
@@ -49,3 +51,7 @@ class ScriptedAgentBackend(ScriptedBackend):
         self.sent.append(text)
         for event in self.turns.pop(0) if self.turns else [ReplyDone("completed")]:
             yield event
+
+
+if TYPE_CHECKING:  # mypy checks the scripted backends against the protocol
+    _backend: Backend = ScriptedAgentBackend()

@@ -1,12 +1,24 @@
-"""A Backend that plays a script: no server, no clock, for Pilot and snapshot tests."""
+"""A Backend that plays a script: no server, no clock, for Pilot and snapshot tests.
+
+It implements the whole `Backend` protocol (mypy checks it); what a script cannot do (saved
+sessions, the slot map) it declines the way a real backend would.
+"""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, Sequence
+from typing import TYPE_CHECKING
 
-from fusion_tui.chat.backend import StatusCallback
+from fusion_tui.chat.backend import (
+    Backend,
+    SessionCatalog,
+    SlotView,
+    StatusCallback,
+    Unavailable,
+)
 from fusion_tui.chat.events import ReplyDone, ReplyEvent, StreamEnd, TextDelta
+from fusion_tui.runtime import Connection
 from fusion_tui.server.types import Timings
 from fusion_tui.status import ServerStatus
 
@@ -36,6 +48,7 @@ class ScriptedBackend:
         self.prelude = list(prelude)
         """Events sent before the first fragment (prompt progress, notices)."""
         self.cancelled = False
+        self.adopted: Connection | None = None
 
     async def start(self, report: StatusCallback) -> ServerStatus:
         report(ServerStatus(state="loading", model=self.status.model))
@@ -69,14 +82,39 @@ class ScriptedBackend:
             if answer != "".join(fragments):
                 self.cancelled = True
 
-    async def new_session(self) -> None:
-        self._history = []
-
-    async def stop_server(self) -> None:
-        self.stopped = True
-
     def history(self) -> list[tuple[str, str]]:
         return list(self._history)
 
     async def close(self) -> None:
         self.closed = True
+
+    # --- sessions: one in memory, no catalog -----------------------------------------------------
+
+    async def new_session(self) -> str | None:
+        self._history = []
+        return None
+
+    async def open_session(self, session_id: str) -> str | None:
+        raise Unavailable(f"no saved session {session_id} in a scripted backend")
+
+    def sessions(self) -> SessionCatalog | None:
+        return None
+
+    async def make_title(self) -> str | None:
+        return None
+
+    # --- the server ------------------------------------------------------------------------------
+
+    async def stop_server(self) -> None:
+        self.stopped = True
+
+    async def adopt(self, conn: Connection) -> ServerStatus:
+        self.adopted = conn
+        return self.status
+
+    def slot_view(self) -> SlotView | None:
+        return None
+
+
+if TYPE_CHECKING:  # mypy checks the scripted backends against the protocol
+    _backend: Backend = ScriptedBackend()

@@ -15,6 +15,7 @@ from fusion_tui.agent.approval import ApprovalRequest, Decision
 from fusion_tui.chat.agent_backend import AgentBackend
 from fusion_tui.config import Settings
 from fusion_tui.config.settings import ServerSettings, UISettings
+from fusion_tui.launch_choice import LaunchChoice
 from fusion_tui.paths import AppPaths
 from fusion_tui.sessions.store import SessionStore
 from fusion_tui.tui.app import build_app
@@ -156,9 +157,9 @@ async def test_agent_mode_asks_before_a_write_and_draws_the_tool_block(
     settings = Settings(
         server=ServerSettings(mode="external", url=srv.url), ui=UISettings(cursor_blink=False)
     )
-    backend = AgentBackend(settings, app_home, ws)
-    app = build_app(settings, backend)
-    backend.approver = TuiApprover(app)
+    app = build_app(settings, paths=app_home, workspace=ws)
+    backend = app.backend
+    assert isinstance(backend, AgentBackend) and backend.approver is app.approver
     async with app.run_test(size=(80, 24)) as pilot:
         await app.screen.workers.wait_for_complete()
         await pilot.press(*"write hello", "enter")
@@ -183,8 +184,9 @@ async def test_escape_cancels_an_agent_turn_and_it_is_saved_as_cancelled(
 ) -> None:
     srv.script(Reply(hang="first_token"))
     settings = Settings(server=ServerSettings(mode="external", url=srv.url))
-    backend = AgentBackend(settings, app_home, tmp_path)
-    app = build_app(settings, backend)
+    app = build_app(settings, paths=app_home, workspace=tmp_path)
+    backend = app.backend
+    assert isinstance(backend, AgentBackend)
     async with app.run_test(size=(80, 24)) as pilot:
         await app.screen.workers.wait_for_complete()
         await pilot.press(*"wait", "enter")
@@ -200,3 +202,39 @@ async def test_escape_cancels_an_agent_turn_and_it_is_saved_as_cancelled(
     saved = SessionStore.default(app_home).load(backend.session.id)
     assert saved.messages[0].content == "wait"
     assert [t.outcome for t in saved.turns] == ["cancelled"]
+
+
+async def test_an_agent_session_survives_a_relaunch_with_its_tools_and_approver(
+    srv: FakeLlamaServer, app_home: AppPaths, tmp_path: Path
+) -> None:
+    """F2 (launch another model) closes the backend and builds the next one: still agent mode
+    in the same workspace, still asking the user before a write."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    settings = Settings(
+        server=ServerSettings(mode="external", url=srv.url), ui=UISettings(cursor_blink=False)
+    )
+    app = build_app(settings, paths=app_home, workspace=ws)
+    first = app.backend
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.screen.workers.wait_for_complete()
+        # what the launch wizard does on F2: its launcher, then the app takes the connection
+        conn = await app._relaunch(settings, app_home, model=str(tmp_path / "next.gguf"))
+        choice = LaunchChoice(tmp_path / "next.gguf", 2, None, conn)  # type: ignore[arg-type]
+        await app._on_launch_chosen(choice)
+        await pilot.pause()
+        assert app.backend is not first
+        srv.script(
+            act("write_file", path="again.txt", content="yes\n"), act("finish", summary="Done.")
+        )
+        await pilot.press(*"write again", "enter")
+        modal = await wait_for_modal(app, pilot)  # the approver came along
+        assert modal.request.tool == "write_file" and modal.request.target == "again.txt"
+        await pilot.press("a")
+        await pilot.pause()
+        await app.screen.workers.wait_for_complete()
+        await pilot.pause()
+        blocks = list(app.screen.query(ToolCall))  # the tools came along
+        assert [(b.block.name, b.block.ok) for b in blocks] == [("write_file", True)]
+        assert list(app.screen.query(ChatMessage))[-1].text == "Done."
+    assert (ws / "again.txt").read_text() == "yes\n"

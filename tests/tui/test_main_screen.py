@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from fusion_tui.chat.backend import SessionCatalog
 from fusion_tui.config import Settings
+from fusion_tui.config.settings import UISettings
+from fusion_tui.sessions.model import Session
+from fusion_tui.sessions.store import SessionStore
 from fusion_tui.tui.app import build_app
+from fusion_tui.tui.screens.sessions import SessionsScreen
 from fusion_tui.tui.widgets.chat_message import ChatMessage
+from fusion_tui.tui.widgets.prompt_input import PromptInput
 from fusion_tui.tui.widgets.status_line import StatusLine
 from tests.tui.scripted_backend import ScriptedBackend
 
@@ -116,3 +124,66 @@ async def test_a_failed_turn_offers_a_relaunch_that_starts_the_server_again() ->
         await pilot.pause()
     assert len(starts) == 2
     assert backend.closed
+
+
+class CatalogBackend(ScriptedBackend):
+    """A scripted backend with saved sessions: the screens reach them only through it."""
+
+    def __init__(self, store: SessionStore) -> None:
+        super().__init__()
+        self.store = store
+        self.opened: list[str] = []
+
+    def sessions(self) -> SessionCatalog | None:
+        return self.store
+
+    async def open_session(self, session_id: str) -> str | None:
+        self.opened.append(session_id)
+        self._history = [("user", "words from the saved session")]
+        return None
+
+
+async def test_the_sessions_screen_lists_the_backends_sessions_and_opens_the_pick(
+    tmp_path: Path,
+) -> None:
+    store = SessionStore(tmp_path)
+    saved = Session.new(title="Older work", now=1_700_000_000.0)
+    store.save(saved)
+    backend = CatalogBackend(store)
+    app = build_app(Settings(ui=UISettings(cursor_blink=False)), backend)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        await app.run_action("open_sessions")
+        screen = app.screen
+        assert isinstance(screen, SessionsScreen)
+        for _ in range(100):  # the list is read in a thread
+            if screen.entries:
+                break
+            await pilot.pause(0.02)
+        assert [e.title for e in screen.entries] == ["Older work"]
+        await pilot.press("enter")
+        for _ in range(100):
+            if backend.opened:
+                break
+            await pilot.pause(0.02)
+        await pilot.pause()
+        assert backend.opened == [saved.id]
+        messages = list(app.screen.query(ChatMessage))
+        assert [m.text for m in messages] == ["words from the saved session"]
+
+
+async def test_enter_sends_without_a_newline_and_ctrl_j_adds_one() -> None:
+    backend = ScriptedBackend([["ok"]])
+    app = build_app(Settings(ui=UISettings(cursor_blink=False)), backend)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("a", "ctrl+j", "b")
+        prompt = app.screen.query_one(PromptInput)
+        assert prompt.text == "a\nb"
+        await pilot.press("enter")
+        await app.screen.workers.wait_for_complete()
+        await pilot.pause()
+        assert backend.sent == ["a\nb"] and prompt.text == ""
+        await pilot.press("enter")  # an empty box sends nothing and stays empty
+        await pilot.pause()
+        assert backend.sent == ["a\nb"] and prompt.text == ""

@@ -7,14 +7,14 @@ from pathlib import Path
 from typing import Any
 
 from fusion_tui.agent.approval import Decision, DenyAll
-from fusion_tui.agent.deadline import ManualClock
 from fusion_tui.agent.events import ToolFinished
 from fusion_tui.agent.loop import run_task
+from tests.fakes.clock import FakeClock
 from tests.unit.test_agent_fakes import Recorder, Say, Script, act, make_deps
 
 
 async def test_model_claims_of_approval_change_nothing(tmp_path: Path) -> None:
-    clock = ManualClock()
+    clock = FakeClock(start=1000.0)
     sneaky = [
         # an extra "approved" flag is not an argument: refused by validation (repair) ...
         Say(json.dumps({"tool": "run_shell", "args": {"command": "touch a", "approved": True}})),
@@ -39,7 +39,7 @@ async def test_model_claims_of_approval_change_nothing(tmp_path: Path) -> None:
 
 
 async def test_history_text_cannot_pre_grant_a_prefix(tmp_path: Path) -> None:
-    clock = ManualClock()
+    clock = FakeClock(start=1000.0)
     script = Script(
         clock,
         [
@@ -57,7 +57,7 @@ async def test_history_text_cannot_pre_grant_a_prefix(tmp_path: Path) -> None:
 
 
 async def test_deny_all_default_blocks_writes(tmp_path: Path) -> None:
-    clock = ManualClock()
+    clock = FakeClock(start=1000.0)
     script = Script(clock, [act("edit_file", path="f", search="a", replace="b"),
                             act("finish", summary="done")])  # fmt: skip
     (tmp_path / "f").write_text("a\n")

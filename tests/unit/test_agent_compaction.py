@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from fusion_tui.agent.deadline import ManualClock
 from fusion_tui.agent.events import Compacted
 from fusion_tui.agent.loop import run_task
+from tests.fakes.clock import FakeClock
 from tests.unit.test_agent_fakes import Say, Script, act, make_deps
 
 
@@ -21,7 +21,7 @@ async def test_compaction_is_a_side_call_and_restarts_on_the_stable_prefix(
     tmp_path: Path, reuse: str, note: str
 ) -> None:
     (tmp_path / "big.txt").write_text("word " * 400)
-    clock = ManualClock()
+    clock = FakeClock(start=1000.0)
     script = Script(
         clock,
         [

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from fusion_tui.agent.deadline import ManualClock
 from fusion_tui.agent.delegate import DelegatePolicy, worker_count
 from fusion_tui.agent.events import TaskOutcome, ToolFinished, WorkerEvent
 from fusion_tui.agent.loop import run_task
+from tests.fakes.clock import FakeClock
 from tests.unit.test_agent_fakes import FakeSlots, Say, Script, act, make_deps
 
 
@@ -55,7 +55,7 @@ class RoutedScript(Script):
 async def test_fan_out_runs_sub_sessions_and_is_ok_when_any_worker_produced(
     tmp_path: Path,
 ) -> None:
-    clock = ManualClock()
+    clock = FakeClock(start=1000.0)
     script = RoutedScript(clock, [])
     events: list[Any] = []
     slots = FakeSlots()

@@ -11,12 +11,12 @@ from typing import Any
 import anyio
 
 from fusion_tui.agent.approval import ApprovalGate, ApprovalRequest, Decision
-from fusion_tui.agent.deadline import ManualClock
 from fusion_tui.agent.loop import AgentDeps
 from fusion_tui.agent.prompt import MachineFacts, TemplateFrame, build_stable_prefix
 from fusion_tui.agent.tools.registry import CORE_TOOLS
 from fusion_tui.agent.tools.workspace import Workspace
 from fusion_tui.server.types import StreamEnd, StreamEvent, TextDelta, Timings
+from tests.fakes.clock import FakeClock
 
 
 @dataclass
@@ -37,7 +37,7 @@ def act(tool: str, **args: Any) -> Say:
 
 @dataclass
 class Script:
-    clock: ManualClock
+    clock: FakeClock
     replies: list[Say]
     bodies: list[dict[str, Any]] = field(default_factory=list)
     closed: int = 0

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from fusion_tui.agent.deadline import ManualClock
 from fusion_tui.agent.finish_check import INTERRUPTED, finish_problem
 from fusion_tui.agent.loop import run_task
+from tests.fakes.clock import FakeClock
 from tests.unit.test_agent_fakes import Script, act, make_deps
 
 
@@ -24,7 +24,7 @@ def test_a_real_summary_is_an_answer() -> None:
 
 
 async def test_placeholder_finish_twice_ends_no_answer(tmp_path: Path) -> None:
-    clock = ManualClock()
+    clock = FakeClock()
     script = Script(clock, [act("finish", summary=INTERRUPTED), act("finish", summary="")])
     res = await run_task("fix it", session_id="s", deps=make_deps(tmp_path, script))
     assert res.outcome == "no_answer"
@@ -34,7 +34,7 @@ async def test_placeholder_finish_twice_ends_no_answer(tmp_path: Path) -> None:
 
 
 async def test_after_one_placeholder_a_real_finish_completes(tmp_path: Path) -> None:
-    clock = ManualClock()
+    clock = FakeClock()
     events: list[Any] = []
     script = Script(clock, [act("finish", summary=INTERRUPTED), act("finish", summary="done")])
     res = await run_task("t", session_id="s", deps=make_deps(tmp_path, script, events=events))

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from fusion_tui.agent.deadline import ManualClock
 from fusion_tui.agent.events import (
     AgentEvent,
     PromptProgressed,
@@ -24,6 +23,7 @@ from fusion_tui.agent.request import DRAFT_INTERVAL_S
 from fusion_tui.chat.agent_backend import reply_events
 from fusion_tui.chat.live_step import LiveStep, LiveStepTracker
 from fusion_tui.server.types import PromptProgress, StreamEnd, StreamEvent, TextDelta, Timings
+from tests.fakes.clock import FakeClock
 from tests.unit.test_agent_fakes import make_deps
 
 ACTION = json.dumps(
@@ -55,7 +55,7 @@ def test_every_prefix_of_an_action_parses_leniently_and_grows() -> None:
 class Streamer:
     """A completion that reports prompt progress, then streams one token per clock tick."""
 
-    def __init__(self, clock: ManualClock, replies: list[str], tick: float = 0.05) -> None:
+    def __init__(self, clock: FakeClock, replies: list[str], tick: float = 0.05) -> None:
         self.clock, self.replies, self.tick = clock, replies, tick
 
     def __call__(self, body: dict[str, Any]) -> AsyncIterator[StreamEvent]:
@@ -72,7 +72,7 @@ class Streamer:
 
 
 async def test_the_loop_reports_waiting_reading_and_the_action_forming(tmp_path: Path) -> None:
-    clock = ManualClock()
+    clock = FakeClock()
     events: list[Any] = []
     read = json.dumps({"tool": "read_file", "args": {"path": "hello.py"}})
     done = json.dumps({"tool": "finish", "args": {"summary": "it prints hi"}})

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from fusion_tui.agent import loop as loop_mod
-from fusion_tui.agent.deadline import CancelToken, ManualClock
+from fusion_tui.agent.deadline import CancelToken
 from fusion_tui.agent.events import (
     RequestDone,
     StepFailed,
@@ -19,6 +19,7 @@ from fusion_tui.agent.events import (
 )
 from fusion_tui.agent.loop import AgentConfig, run_task
 from fusion_tui.agent.tools import ToolResult
+from tests.fakes.clock import FakeClock
 from tests.unit.test_agent_fakes import FakeSlots, Say, Script, act, make_deps
 
 HOUR = 3600.0
@@ -32,7 +33,7 @@ def ws(tmp_path: Path) -> Path:
 
 
 async def test_multi_step_loop_runs_tools_and_pins_the_first_slot(ws: Path) -> None:
-    clock = ManualClock()
+    clock = FakeClock(start=1000.0)
     script = Script(
         clock,
         [act("list_dir"), act("read_file", path="hello.py"), act("finish", summary="done: 1 file")],
@@ -57,7 +58,7 @@ async def test_multi_step_loop_runs_tools_and_pins_the_first_slot(ws: Path) -> N
 
 
 async def test_consecutive_requests_extend_the_previous_prompt_exactly(ws: Path) -> None:
-    clock = ManualClock()
+    clock = FakeClock(start=1000.0)
     script = Script(
         clock,
         [
@@ -82,7 +83,7 @@ async def test_consecutive_requests_extend_the_previous_prompt_exactly(ws: Path)
 
 
 async def test_invalid_step_gets_one_repair_on_the_same_slot(ws: Path) -> None:
-    clock = ManualClock()
+    clock = FakeClock(start=1000.0)
     script = Script(
         clock,
         [act("list_dir"), Say('{"tool": "nope", "args": {}}'), act("finish", summary="fixed")],
@@ -95,7 +96,7 @@ async def test_invalid_step_gets_one_repair_on_the_same_slot(ws: Path) -> None:
 
 
 async def test_second_invalid_reply_fails_the_step_and_keeps_the_raw_output(ws: Path) -> None:
-    clock = ManualClock()
+    clock = FakeClock(start=1000.0)
     script = Script(
         clock, [Say("garbage one"), Say('{"tool": "read_file"'), act("finish", summary="x")]
     )
@@ -111,7 +112,7 @@ async def test_second_invalid_reply_fails_the_step_and_keeps_the_raw_output(ws: 
 
 
 async def test_steps_that_keep_failing_end_with_error(ws: Path) -> None:
-    clock = ManualClock()
+    clock = FakeClock(start=1000.0)
     script = Script(clock, [Say("bad")] * 6)
     res = await run_task(
         "t", session_id="s", deps=make_deps(ws, script), config=AgentConfig(max_failed_steps=3)
@@ -120,7 +121,7 @@ async def test_steps_that_keep_failing_end_with_error(ws: Path) -> None:
 
 
 async def test_ceiling_while_waiting_for_the_first_byte_runs_the_summary_step(ws: Path) -> None:
-    clock = ManualClock()
+    clock = FakeClock(start=1000.0)
     script = Script(
         clock,
         [act("list_dir"), Say(hang_before=2 * HOUR), act("finish", summary="partial: listed")],
@@ -139,7 +140,7 @@ async def test_ceiling_while_waiting_for_the_first_byte_runs_the_summary_step(ws
 
 
 async def test_ceiling_while_streaming(ws: Path) -> None:
-    clock = ManualClock()
+    clock = FakeClock(start=1000.0)
     script = Script(
         clock, [Say('{"tool": "list_', hang_after=3 * HOUR), act("finish", summary="s")]
     )
@@ -152,7 +153,7 @@ async def test_ceiling_while_streaming(ws: Path) -> None:
 async def test_ceiling_while_a_tool_runs_lets_the_tool_finish(
     ws: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    clock = ManualClock()
+    clock = FakeClock(start=1000.0)
 
     async def slow_tool(ctx: Any, args: dict[str, Any]) -> ToolResult:
         clock.advance(2.5 * HOUR)  # the tool outlives the task ceiling
@@ -169,7 +170,7 @@ async def test_ceiling_while_a_tool_runs_lets_the_tool_finish(
 
 
 async def test_finalization_overrun_ends_with_max_steps_and_what_it_has(ws: Path) -> None:
-    clock = ManualClock()
+    clock = FakeClock(start=1000.0)
     script = Script(
         clock,
         [Say(hang_before=3 * HOUR), Say('{"tool": "finish", "args": {"summ', hang_after=600)],
@@ -181,7 +182,7 @@ async def test_finalization_overrun_ends_with_max_steps_and_what_it_has(ws: Path
 
 
 async def test_user_cancel_closes_the_stream(ws: Path) -> None:
-    clock = ManualClock()
+    clock = FakeClock(start=1000.0)
     cancel = CancelToken()
     script = Script(clock, [Say("{", hang_after=1.0, on_start=None)])
     script.replies[0].on_start = cancel.cancel
@@ -192,7 +193,7 @@ async def test_user_cancel_closes_the_stream(ws: Path) -> None:
 
 
 async def test_ceiling_and_cancel_together_reads_as_time_ceiling(ws: Path) -> None:
-    clock = ManualClock()
+    clock = FakeClock(start=1000.0)
     cancel = CancelToken()
 
     def both() -> None:
@@ -207,7 +208,7 @@ async def test_ceiling_and_cancel_together_reads_as_time_ceiling(ws: Path) -> No
 
 
 async def test_step_limit_runs_the_summary_and_reports_max_steps(ws: Path) -> None:
-    clock = ManualClock()
+    clock = FakeClock(start=1000.0)
     script = Script(clock, [act("list_dir")] * 3 + [act("finish", summary="stopped at limit")])
     res = await run_task(
         "t", session_id="s", deps=make_deps(ws, script), config=AgentConfig(max_steps=3)
@@ -219,7 +220,7 @@ async def test_step_limit_runs_the_summary_and_reports_max_steps(ws: Path) -> No
 async def test_server_error_ends_with_error(ws: Path) -> None:
     from fusion_tui.server.errors import ServerUnreachable
 
-    clock = ManualClock()
+    clock = FakeClock(start=1000.0)
 
     def broken(body: dict[str, Any]) -> Any:
         async def gen() -> Any:
@@ -239,7 +240,7 @@ async def test_server_error_ends_with_error(ws: Path) -> None:
 
 
 async def test_tool_events_carry_args_and_duration(ws: Path) -> None:
-    clock = ManualClock()
+    clock = FakeClock(start=1000.0)
     script = Script(clock, [act("read_file", path="missing.txt"), act("finish", summary="done")])
     events: list[Any] = []
     await run_task("t", session_id="s", deps=make_deps(ws, script, events=events))

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from fusion_tui.agent.deadline import ManualClock
 from fusion_tui.agent.events import RepeatBlocked, TaskOutcome, ToolFinished
 from fusion_tui.agent.loop import run_task
 from fusion_tui.agent.loop_guard import LoopGuard
+from tests.fakes.clock import FakeClock
 from tests.unit.test_agent_fakes import Script, act, make_deps
 
 
@@ -21,7 +21,7 @@ def ws(tmp_path: Path) -> Path:
 
 
 async def test_fourth_identical_failure_is_not_run_and_a_fifth_ends_stuck(ws: Path) -> None:
-    clock = ManualClock()
+    clock = FakeClock()
     script = Script(clock, [act("list_dir", path="hello.txt")] * 5)
     events: list[Any] = []
     res = await run_task("list it", session_id="s", deps=make_deps(ws, script, events=events))
@@ -39,7 +39,7 @@ async def test_fourth_identical_failure_is_not_run_and_a_fifth_ends_stuck(ws: Pa
 
 
 async def test_a_changed_call_after_the_warning_runs_and_the_task_goes_on(ws: Path) -> None:
-    clock = ManualClock()
+    clock = FakeClock()
     script = Script(
         clock,
         [act("list_dir", path="hello.txt")] * 4

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from fusion_tui.agent.approval import Decision
-from fusion_tui.agent.deadline import ManualClock
 from fusion_tui.agent.events import ToolFinished
 from fusion_tui.agent.loop import run_task
 from fusion_tui.agent.tools.suggest import closest_paths
 from fusion_tui.agent.tools.workspace import Workspace
 from fusion_tui.agent.workspace_facts import MAX_BYTES, MAX_ENTRIES, render, top_level
+from tests.fakes.clock import FakeClock
 from tests.unit.test_agent_fakes import Recorder, Script, act, make_deps
 
 
@@ -34,7 +34,7 @@ def system_message(prompt: str) -> str:
 
 
 async def test_the_system_message_lists_real_files_and_examples_use_them(ws: Path) -> None:
-    script = Script(ManualClock(), [act("finish", summary="ok")])
+    script = Script(FakeClock(), [act("finish", summary="ok")])
     await run_task("t", session_id="s", deps=make_deps(ws, script))
     system = system_message(script.bodies[0]["prompt"])
     assert "### workspace files (top level)\npkg/\nhello.py\nutil.py\n" in system
@@ -46,7 +46,7 @@ async def test_the_system_message_lists_real_files_and_examples_use_them(ws: Pat
 
 async def test_the_prefix_stays_byte_stable_when_the_task_adds_a_file(ws: Path) -> None:
     script = Script(
-        ManualClock(),
+        FakeClock(),
         [
             act("write_file", path="new.py", content="x = 1\n"),
             act("list_dir"),
@@ -76,7 +76,7 @@ def test_the_listing_is_bounded_in_count_and_bytes(tmp_path: Path) -> None:
 async def test_a_missing_path_error_names_the_closest_real_paths(ws: Path) -> None:
     events: list[Any] = []
     script = Script(
-        ManualClock(),
+        FakeClock(),
         [
             act("read_file", path="helo.py"),
             act("read_file", path="src/core.py"),
@@ -101,7 +101,7 @@ def test_closest_paths_is_bounded(tmp_path: Path) -> None:
 async def test_a_start_line_past_the_end_says_how_to_read_the_file(ws: Path) -> None:
     events: list[Any] = []
     script = Script(
-        ManualClock(), [act("read_file", path="hello.py", start_line=5), act("finish", summary="x")]
+        FakeClock(), [act("read_file", path="hello.py", start_line=5), act("finish", summary="x")]
     )
     await run_task("t", session_id="s", deps=make_deps(ws, script, events=events))
     (error,) = [e.result for e in events if isinstance(e, ToolFinished)]
@@ -110,7 +110,7 @@ async def test_a_start_line_past_the_end_says_how_to_read_the_file(ws: Path) -> 
 
 async def test_list_dir_on_a_file_says_to_read_it(ws: Path) -> None:
     events: list[Any] = []
-    script = Script(ManualClock(), [act("list_dir", path="hello.py"), act("finish", summary="x")])
+    script = Script(FakeClock(), [act("list_dir", path="hello.py"), act("finish", summary="x")])
     await run_task("t", session_id="s", deps=make_deps(ws, script, events=events))
     (error,) = [e.result for e in events if isinstance(e, ToolFinished)]
     assert error == (

@@ -23,7 +23,7 @@ def test_config_path_and_show(app_home: AppPaths, capsys: pytest.CaptureFixture[
     assert capsys.readouterr().out.strip() == str(app_home.config_file)
     assert main(["config", "show"]) == 0
     shown = json.loads(capsys.readouterr().out)
-    assert shown["version"] == 2
+    assert shown["version"] == 3
     assert shown["localModels"]["managed"]["swaFull"] == "auto"
 
 
@@ -42,7 +42,16 @@ def test_status_and_stop_with_no_server(
     app_home: AppPaths, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["status", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == {"running": False}
+    assert json.loads(capsys.readouterr().out) == {
+        "running": False,
+        "endpoints": [
+            {
+                "label": "here", "url": None, "healthy": False, "model": None,
+                "total_slots": None, "n_ctx": None, "tok_s": None, "error": "not running",
+                "managed": True,
+            }
+        ],
+    }  # fmt: skip
     assert main(["stop"]) == 0
     assert "no managed llama-server was running" in capsys.readouterr().out
 

@@ -10,14 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from fusion_tui import cli_inspect
+from fusion_tui.cli import inspect as inspect_command
+from fusion_tui.cli.common import Context
+from fusion_tui.paths import AppPaths
 from tests.tinymodels import write_metadata
 
 
 def _run(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="fusion-tui")
-    cli_inspect.register(parser.add_subparsers(dest="command"))
-    return cli_inspect.run(parser.parse_args(["inspect", *argv]))
+    inspect_command.register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["inspect", *argv])
+    return inspect_command.run(args, Context(AppPaths.default()))
 
 
 @pytest.fixture
@@ -93,7 +96,7 @@ def test_quantised_v_with_fa_off_exit_2(gemma: Path, capsys: pytest.CaptureFixtu
 def test_subprocess_has_no_traceback(tmp_path: Path) -> None:
     missing = tmp_path / "missing.gguf"
     proc = subprocess.run(
-        [sys.executable, "-m", "fusion_tui.cli_inspect", "inspect", str(missing)],
+        [sys.executable, "-m", "fusion_tui", "inspect", str(missing)],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert proc.returncode == 2 and "Traceback" not in proc.stderr

@@ -265,16 +265,16 @@ async def test_switching_sessions_saves_the_slot_and_the_map_hooks_answer(
     await backend.make_title()
     old, slot = backend.session.id, backend.session.pinned_slot
     assert slot is not None
-    owners = backend.slot_owners()
+    owners = backend.slot_view().slot_owners()
     assert owners[slot] == "First session" and "side" in owners.values()
     note = await backend.switch_session(None)
     assert note is not None and note.startswith(f"saved slot {slot} (")
     assert (slot_dir / f"{old}.kv").is_file()
-    assert backend.session.id != old and backend.slot_owners() == {
+    assert backend.session.id != old and backend.slot_view().slot_owners() == {
         k: v for k, v in owners.items() if v == "side"
     }
-    assert backend.session_on_slot(slot) == old  # from the store, same launch
-    assert len(await backend.slots()) == 4
+    assert backend.slot_view().session_on_slot(slot) == old  # from the store, same launch
+    assert len(await backend.slot_view().slots()) == 4
     await backend.close()
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from fusion_tui.config.loader import load_settings
 from fusion_tui.config.persist import PersistError, backup_path, persist_setting
+from fusion_tui.config.settings import SCHEMA_VERSION
 
 USER_FILE = """\
 # my settings, keep this comment
@@ -74,7 +75,7 @@ def test_a_missing_file_is_created_with_the_schema_version(tmp_path: Path) -> No
     assert result.backup is None
     settings = load_settings(path, env={})
     assert settings.ui.theme == "fusion-light"
-    assert "version: 2" in path.read_text()
+    assert f"version: {SCHEMA_VERSION}" in path.read_text()
 
 
 def test_the_same_value_writes_nothing(tmp_path: Path) -> None:

@@ -6,7 +6,8 @@ import argparse
 import io
 import json
 
-from fusion_tui import cli_sessions
+from fusion_tui.cli import sessions as sessions_command
+from fusion_tui.cli.common import Context
 from fusion_tui.paths import AppPaths
 from fusion_tui.sessions.model import Message, RequestRecord, ServerIdentity, Session
 from fusion_tui.sessions.store import SessionStore
@@ -14,10 +15,10 @@ from fusion_tui.sessions.store import SessionStore
 
 def invoke(paths: AppPaths, *argv: str) -> tuple[int, str, str]:
     parser = argparse.ArgumentParser(prog="fusion-tui")
-    cli_sessions.register(parser.add_subparsers(dest="command"))
+    sessions_command.register(parser.add_subparsers(dest="command"))
     args = parser.parse_args(list(argv))
     out, err = io.StringIO(), io.StringIO()
-    code = args.handler(args, paths=paths, out=out, err=err)
+    code = sessions_command.run(args, Context(paths, out=out, err=err))
     return code, out.getvalue(), err.getvalue()
 
 

@@ -14,7 +14,7 @@ import pytest
 from fusion_tui import atomic as atomic_mod
 from fusion_tui.paths import AppPaths
 from fusion_tui.sessions.migrations import FutureSchemaError
-from fusion_tui.sessions.model import Message, Session, SessionFileError
+from fusion_tui.sessions.model import SCHEMA_VERSION, Message, Session, SessionFileError
 from fusion_tui.sessions.store import SessionNotFound, SessionStore, SessionStoreError
 
 
@@ -35,7 +35,7 @@ def test_round_trip_and_permissions(store: SessionStore) -> None:
     assert path.parent == store.directory
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_IMODE(store.directory.stat().st_mode) == 0o700
-    assert json.loads(path.read_text())["schema_version"] == 1
+    assert json.loads(path.read_text())["schema_version"] == SCHEMA_VERSION
     assert SessionStore(store.directory).load(s.id) == s
     assert [p.name for p in store.directory.iterdir()] == [path.name]  # no temp file left
 
@@ -120,7 +120,7 @@ def test_migration_backs_up_then_rewrites(store: SessionStore) -> None:
     s = make("Named")
     path = store.save(s)
     v1 = json.loads(path.read_text())
-    v1["name"] = v1.pop("title")  # the (test-only) schema 1 called it "name"
+    v1["name"] = v1.pop("title")  # the (test-only) current schema called it "name"
     path.write_text(json.dumps(v1))
     v1_bytes = path.read_bytes()
 
@@ -128,13 +128,15 @@ def test_migration_backs_up_then_rewrites(store: SessionStore) -> None:
         d["title"] = d.pop("name")
         return d
 
-    newer = SessionStore(store.directory, schema_version=2, migrations={1: v1_to_v2})
+    newer = SessionStore(
+        store.directory, schema_version=SCHEMA_VERSION + 1, migrations={SCHEMA_VERSION: v1_to_v2}
+    )
     loaded = newer.load(s.id)
     assert loaded.title == "Named"
-    backup = path.with_name(path.name + ".schema1.bak")
+    backup = path.with_name(path.name + f".schema{SCHEMA_VERSION}.bak")
     assert backup.read_bytes() == v1_bytes
     assert stat.S_IMODE(backup.stat().st_mode) == 0o600
-    assert json.loads(path.read_text())["schema_version"] == 2
+    assert json.loads(path.read_text())["schema_version"] == SCHEMA_VERSION + 1
     newer.load(s.id)
     assert sorted(p.name for p in store.directory.iterdir()) == [path.name, backup.name]
     assert [e.id for e in newer.list()] == [s.id]  # backups are not sessions
@@ -146,8 +148,9 @@ def test_migration_backs_up_then_rewrites(store: SessionStore) -> None:
 def test_missing_migration_step_is_a_clear_error(store: SessionStore) -> None:
     s = make()
     store.save(s)
-    with pytest.raises(SessionFileError, match="no migration from schema 1 to 2"):
-        SessionStore(store.directory, schema_version=2, migrations={}).load(s.id)
+    step = f"no migration from schema {SCHEMA_VERSION} to {SCHEMA_VERSION + 1}"
+    with pytest.raises(SessionFileError, match=step):
+        SessionStore(store.directory, schema_version=SCHEMA_VERSION + 1, migrations={}).load(s.id)
 
 
 @pytest.mark.parametrize(

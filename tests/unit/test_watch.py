@@ -19,7 +19,7 @@ from fusion_tui.slots.watch import (
     classify,
     watch_first_token,
 )
-from tests.fakes.clock import VirtualClock
+from tests.fakes.clock import FakeClock
 
 CFG = WatchConfig(poll_interval=15, poll_deadline=3, request_timeout=30, first_token_timeout=600)
 
@@ -50,7 +50,7 @@ class Scenario:
     """Runs the watch against a scripted `/slots` (a function of virtual time)."""
 
     def __init__(self, script: Callable[[float], Sequence[SlotState]] | None) -> None:
-        self.clock = VirtualClock()
+        self.clock = FakeClock()
         self.script = script
         self.polls: list[PollResult] = []
         self.calls = 0

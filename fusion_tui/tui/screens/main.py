@@ -12,7 +12,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer
 
-from fusion_tui.chat.backend import Backend
+from fusion_tui.chat.backend import Backend, Unavailable
 from fusion_tui.chat.events import (
     LiveStep,  # agent mode: the step in progress
     Notice,
@@ -26,6 +26,7 @@ from fusion_tui.chat.events import (
 from fusion_tui.status import ServerStatus, turn_summary
 from fusion_tui.tui.bindings import MAIN_SCREEN_BINDINGS
 from fusion_tui.tui.notices import notify_server_crashed, notify_server_ready
+from fusion_tui.tui.start_failure import notify_start_failed, start_failure_notice
 from fusion_tui.tui.widgets.chat_view import ChatView
 from fusion_tui.tui.widgets.live_step import LiveStepBlock, show_live_step
 from fusion_tui.tui.widgets.prompt_input import PromptInput
@@ -95,6 +96,11 @@ class MainScreen(Screen[None]):
         except Exception as exc:  # every failure becomes a message the user can act on
             first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             self.report_status(ServerStatus(state="error", detail=first_line))
+            notice = start_failure_notice(self.app, exc)  # what, cause, next step; no log dump
+            if notice is not None:
+                await self.chat.add_message("notice", notice)
+                notify_start_failed(self.app, exc)
+                return
             await self.chat.add_message(
                 "notice", f"**The server did not start.**\n\n```\n{exc}\n```"
             )
@@ -106,15 +112,15 @@ class MainScreen(Screen[None]):
 
     async def mount_slot_map(self) -> None:
         """Beside the chat once the server is up, when the backend can read `/slots`."""
-        slots_fn = getattr(self.backend, "slots", None)
+        view = self.backend.slot_view()
         settings = getattr(self.app, "settings", None)
-        if slots_fn is None or (settings is not None and not settings.ui.slot_map):
+        if view is None or (settings is not None and not settings.ui.slot_map):
             return
         if self.query(SlotMap):
             return
-        owners_fn = getattr(self.backend, "slot_owners", None)
-        totals_fn = getattr(self.backend, "prompt_totals", None)
-        slot_map = SlotMap(slots_fn, owners_fn, prompt_totals_fn=totals_fn, id="slots")
+        slot_map = SlotMap(
+            view.slots, view.slot_owners, prompt_totals_fn=view.prompt_totals, id="slots"
+        )
         await self.query_one("#body").mount(slot_map)
 
     def action_toggle_slot_map(self) -> None:
@@ -123,19 +129,18 @@ class MainScreen(Screen[None]):
 
     @on(SlotMap.SlotSelected)
     async def open_slot_session(self, event: SlotMap.SlotSelected) -> None:
-        owner_session = getattr(self.backend, "session_on_slot", None)
-        session_id = owner_session(event.slot_id) if owner_session else None
+        view = self.backend.slot_view()
+        session_id = view.session_on_slot(event.slot_id) if view is not None else None
         if session_id:
             await self.open_session(session_id)
         else:
             self.app.notify(f"slot {event.slot_id} holds no session of this app")
 
     def action_sessions(self) -> None:
-        from fusion_tui.sessions.store import SessionStore
         from fusion_tui.tui.screens.sessions import SessionsScreen
 
-        store = getattr(self.backend, "store", None)
-        if not isinstance(store, SessionStore):
+        catalog = self.backend.sessions()
+        if catalog is None:
             self.app.notify("sessions are not available with this backend")
             return
 
@@ -143,7 +148,7 @@ class MainScreen(Screen[None]):
             if session_id:
                 await self.open_session(session_id)
 
-        self.app.push_screen(SessionsScreen(store), chosen)
+        self.app.push_screen(SessionsScreen(catalog), chosen)
 
     async def use_backend(self, backend: Backend, status: ServerStatus) -> None:
         """Switch to a backend that is already connected (the launch wizard made it)."""
@@ -162,17 +167,18 @@ class MainScreen(Screen[None]):
     @work(group="title", exit_on_error=False)
     async def make_title(self) -> None:
         """A side call (on the reserved slot) names the session after its first turn."""
-        make_title = getattr(self.backend, "make_title", None)
-        if make_title is not None:
-            await make_title()
+        await self.backend.make_title()
 
     async def action_new_session(self) -> None:
         """Start a fresh session; the current one stays saved (and its slot warm)."""
-        new_session = getattr(self.backend, "new_session", None)
-        if new_session is None or self.reply_running:
+        if self.reply_running:
             self.app.notify("A new session cannot start now (a reply is streaming?)")
             return
-        await new_session()
+        try:
+            await self.backend.new_session()
+        except Unavailable as exc:
+            self.app.notify(str(exc))
+            return
         await self.chat.clear_messages()
         self.status_line.last_turn = ""
 
@@ -185,12 +191,12 @@ class MainScreen(Screen[None]):
         self.start_server()
 
     async def action_stop_server(self) -> None:
-        stop = getattr(self.backend, "stop_server", None)
-        if stop is None:
-            self.app.notify("This backend does not own a server.")
-            return
         self.workers.cancel_group(self, "reply")
-        await stop()
+        try:
+            await self.backend.stop_server()
+        except Unavailable as exc:
+            self.app.notify(str(exc))
+            return
         self.report_status(ServerStatus(state="stopped", model=self.server_status.model))
         self.app.notify("The managed llama-server was stopped.", title="Server")
 
@@ -199,11 +205,8 @@ class MainScreen(Screen[None]):
         if self.reply_running:
             self.app.notify("A reply is still streaming; Esc cancels it first.")
             return
-        switch = getattr(self.backend, "open_session", None)
-        if switch is None:
-            return
         try:
-            await switch(session_id)
+            await self.backend.open_session(session_id)
         except Exception as exc:
             self.app.notify(str(exc).splitlines()[0], title="Sessions", severity="error")
             return
@@ -213,6 +216,13 @@ class MainScreen(Screen[None]):
 
     @on(PromptInput.Submitted)
     async def send(self, event: PromptInput.Submitted) -> None:
+        if self.server_status.state == "error":  # the notice in the chat says why
+            self.app.notify(
+                "The server did not start; your message is still in the box. "
+                "F2 picks a model, F5 tries again."
+            )
+            event.prompt_input.load_text(event.text)
+            return
         if self.server_status.state != "ready":
             self.app.notify("The server is not ready yet; your message is still in the box.")
             event.prompt_input.load_text(event.text)
@@ -251,7 +261,9 @@ class MainScreen(Screen[None]):
                     elif isinstance(event, Notice):
                         status.activity = event.text
                     elif isinstance(event, StreamEnd):
-                        status.last_turn = turn_summary(event.timings, event.id_slot)
+                        status.turn_finished(
+                            event.timings, turn_summary(event.timings, event.id_slot)
+                        )
                     elif isinstance(event, ReplyDone):
                         status.activity = ""
                         if live is not None:

@@ -1,6 +1,7 @@
 """Provides `SessionsScreen`: pick a saved session to resume; search, rename, delete.
 
-The store is plain blocking file I/O, so every read and write runs in a thread worker and the
+It reads the backend's `SessionCatalog` (the store, for the real backends). That is plain
+blocking file I/O, so every read and write runs in a thread worker and the
 result comes back through `call_from_thread`; a generation counter drops answers that a newer
 search has overtaken. Damaged files (and files from a newer app) are listed with their reason and
 are never resumed, renamed or deleted from here: the app leaves files it cannot read alone.
@@ -22,7 +23,8 @@ from textual.widgets import Button, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
-from fusion_tui.sessions.store import SessionEntry, SessionStore
+from fusion_tui.chat.backend import SessionCatalog
+from fusion_tui.sessions.store import SessionEntry
 
 
 def age(seconds: float) -> str:
@@ -176,7 +178,7 @@ class SessionsScreen(ModalScreen[str | None]):
 
     def __init__(
         self,
-        store: SessionStore,
+        store: SessionCatalog,
         *,
         clock: Callable[[], float] = time.time,
         full_text: bool = True,

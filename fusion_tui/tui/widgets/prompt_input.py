@@ -42,16 +42,17 @@ class PromptInput(TextArea):
         super().__init__(id=id, soft_wrap=True, show_line_numbers=False, tab_behavior="focus")
         self.border_title = "message · enter to send · ctrl+j new line"
 
-    async def _on_key(self, event: events.Key) -> None:
-        if event.key == "enter":
-            event.stop()
-            event.prevent_default()
-            text = self.text.strip()
-            if text:
-                self.post_message(self.Submitted(self, text))
-                self.clear()
+    def on_key(self, event: events.Key) -> None:
+        """Enter sends. `prevent_default` keeps TextArea's own key handler (which would insert a
+        newline) from running; every other key goes on to it untouched."""
+        if event.key != "enter":
             return
-        await super()._on_key(event)
+        event.stop()
+        event.prevent_default()
+        text = self.text.strip()
+        if text:
+            self.post_message(self.Submitted(self, text))
+            self.clear()
 
     def check_consume_key(self, key: str, character: str | None = None) -> bool:
         """An empty box lets `?` through to the help binding; otherwise it is just a `?`."""

@@ -1,11 +1,19 @@
-"""Provides `StatusLine`: server state, model, slots, speed, and the last turn's cache use."""
+"""Provides `StatusLine`: server state, model, slots, speed, and the last turn's cache use.
+
+The speed is the decode rate of recent turns once there is one (the start-up probe, measured on
+a possibly busy machine, stays in the launch record and the ready toast).
+"""
 
 from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
 
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from fusion_tui.status import ServerStatus
+from fusion_tui.server.types import Timings
+from fusion_tui.status import RecentRates, ServerStatus
 
 
 class StatusLine(Static):
@@ -29,10 +37,22 @@ class StatusLine(Static):
     """Telemetry of the last request (slot, cached and evaluated prompt tokens)."""
     activity: reactive[str] = reactive("", layout=True)
     """What is happening right now (waiting for a slot, prompt progress)."""
+    recent_rate: reactive[float | None] = reactive(None, layout=True)
+    """Median decode rate of the last few turns."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._rates = RecentRates()
+
+    def turn_finished(self, timings: Timings, summary: str) -> None:
+        """A request ended: show its telemetry and fold its decode rate into the recent rate."""
+        self.last_turn = summary
+        if timings.predicted_n > 1:  # a one-token answer has no meaningful rate
+            self.recent_rate = self._rates.add(timings.predicted_per_second)
 
     def render(self) -> str:
         """One line when it fits; else the turn's telemetry goes on a second line, never lost."""
-        parts = [self.server.summary()]
+        parts = [replace(self.server, recent_tok_s=self.recent_rate).summary()]
         if self.activity:
             parts.append(self.activity)
         elif self.last_turn:

@@ -1,0 +1,259 @@
+"""Provides `SlotKeeper`: which server slot the current session rides and how it comes back.
+
+One object a backend holds (not a mixin): the connection's slot pool, per-slot gate and slot
+archive, and the current session's slot story.
+- A brand-new session takes an empty slot no known session holds (`fresh_slot`, else `-1`): with
+  `-1` a shared system prompt can pass the server's similarity threshold and evict a short session.
+- Warm resume: on the same server the first request goes `-1` and lands on the slot still holding
+  the prompt; on a new daemon the session's saved slot file is restored into a free slot and pinned
+  (refused, with the reason, when the model, context or cache types changed).
+- Leaving a session (switch, exit, stop) saves its slot to disk first.
+It is also the slot map's `SlotView`: the slots, their owners and the prompt totals in flight.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import anyio
+
+from fusion_tui.chat.warm import (
+    SAVE_DEADLINE,
+    archive_for,
+    save_sessions_before_stop,
+    server_facts,
+)
+from fusion_tui.runtime import Connection
+from fusion_tui.server.errors import ServerError
+from fusion_tui.server.types import SlotState
+from fusion_tui.sessions.model import ServerIdentity, Session
+from fusion_tui.sessions.store import SessionStore, SessionStoreError
+from fusion_tui.slots.archive import (
+    DEFAULT_MAX_BYTES,
+    ArchiveRefused,
+    Restored,
+    SlotArchive,
+    choose_fresh_slot,
+    choose_restore_slot,
+    owners_by_slot,
+)
+from fusion_tui.slots.gate import SlotGate, slots_busy_probe
+from fusion_tui.slots.pins import SlotPool
+
+
+@dataclass
+class ResumeState:
+    """How the current session came back: `same` server, `restored` from disk, or `cold`."""
+
+    kind: str
+    restored: Restored | None = None
+    reason: str = ""
+
+
+class SlotKeeper:
+    def __init__(
+        self, store: SessionStore, session: Session, *, archive_max_bytes: int = DEFAULT_MAX_BYTES
+    ) -> None:
+        self.store = store
+        self.session = session
+        """The session being talked to now (the backend's current one)."""
+        self.archive_max_bytes = archive_max_bytes
+        self.pool = SlotPool()
+        self.conn: Connection | None = None
+        self.gate: SlotGate | None = None
+        self.archive: SlotArchive | None = None
+        self.side_slot: int | None = None
+        """The slot the last side call (title) used, shown as "side" on the slot map."""
+        self.live_totals: dict[int, int] = {}
+        """Prompt length of the request in flight per slot."""
+        self.resume: ResumeState | None = None
+        self._resume_checked = False
+
+    # --- the connection ------------------------------------------------------------------------
+
+    def attach(self, conn: Connection) -> None:
+        """Keep slots on `conn` from now on (pins survive only on the same server)."""
+        self.conn = conn
+        props = conn.props
+        self.pool.update(props.total_slots, props.model_path, conn.launch_id)
+        self.gate = SlotGate(
+            lambda: self.pool.total_slots, busy_probe=slots_busy_probe(conn.client.slots)
+        )
+        self.archive = archive_for(conn, self.archive_max_bytes)
+
+    def detach(self) -> Connection | None:
+        conn, self.conn = self.conn, None
+        return conn
+
+    def identity(self) -> ServerIdentity:
+        assert self.conn is not None
+        props = self.conn.props
+        return ServerIdentity(props.model_path, self.conn.launch_id, props.total_slots)
+
+    # --- leaving and switching -----------------------------------------------------------------
+
+    async def leave(self) -> str | None:
+        """Save the session's slot to disk (it is being left); a note on what happened."""
+        conn, slot = self.conn, self.pool.pins.get(self.session.id)
+        if conn is None or self.archive is None or self.gate is None or slot is None:
+            return None
+        note = f"could not save slot {slot} in time"
+        with anyio.move_on_after(SAVE_DEADLINE):
+            try:
+                async with self.gate.hold(slot):
+                    tag = await self.archive.save(
+                        conn.client, slot, self.session.id, server_facts(conn)
+                    )
+                note = f"saved slot {slot} ({tag.n_saved:,} tokens) for a warm resume"
+            except (ServerError, OSError) as exc:
+                note = f"could not save slot {slot}: {exc}"
+        return note
+
+    async def switch(self, session: Session) -> str | None:
+        """Leave the current session (saving its slot) for `session`; the leave note."""
+        note = await self.leave()
+        self.pool.unpin(self.session.id)
+        self.session = session
+        self.resume, self._resume_checked = None, False
+        return note
+
+    async def save_others(self) -> None:
+        """Before the daemon stops: every other stored session's slot still on this launch."""
+        conn = self.conn
+        if conn is None or self.archive is None:
+            return
+        await save_sessions_before_stop(
+            conn.client,
+            self.archive,
+            self.store,
+            server_facts(conn),
+            self.pool.total_slots,
+            skip=frozenset({self.session.id}),
+        )
+
+    # --- where the next request goes -----------------------------------------------------------
+
+    async def warm_resume(self) -> list[str]:
+        """Before the first request of a resumed session: on a new daemon, restore its saved
+        slot into a free slot and pin it. Runs once per session; returns notes for the user."""
+        if self._resume_checked or self.conn is None or self.gate is None:
+            return []
+        self._resume_checked = True
+        session = self.session
+        if session.server is None or not session.requests:
+            return []
+        if session.server.same_server(self.identity()):
+            self.resume = ResumeState("same")
+            return []
+        if self.archive is None:
+            return self._cold("this server keeps no saved slots (not a managed launch)")
+        try:
+            states = await self.conn.client.slots()
+        except ServerError:
+            states = None
+        slot = choose_restore_slot(
+            states, self.pool.total_slots, pinned=self.pool.pins.values(), held=self.gate.held
+        )
+        if slot is None:
+            return self._cold("no free slot to restore the saved one into")
+        try:
+            async with self.gate.hold(slot):
+                restored = await self.archive.restore(
+                    self.conn.client, slot, session.id, server_facts(self.conn)
+                )
+        except ArchiveRefused as exc:
+            return self._cold(str(exc))
+        self.pool.pin(session.id, slot)
+        session.pinned_slot = slot
+        self.resume = ResumeState("restored", restored)
+        return [
+            f"restored the saved slot into slot {slot} ({restored.n_restored:,} tokens in "
+            f"{restored.restore_ms / 1000:.1f} s)"
+        ]
+
+    def _cold(self, reason: str) -> list[str]:
+        self.resume = ResumeState("cold", reason=reason)
+        return [f"cold start: {reason}"]
+
+    def take_resume(self) -> ResumeState | None:
+        """How the session came back, once (the first turn's note says it)."""
+        resume, self.resume = self.resume, None
+        return resume
+
+    async def next_slot(self) -> int:
+        """The slot for the session's next request: its pin; a fresh one for its first; else -1."""
+        session = self.session
+        slot = self.pool.slot_for(session.id)
+        if slot < 0 and not any(not r.side_call for r in session.requests):
+            slot = await self.fresh_slot()
+        return slot
+
+    async def fresh_slot(self) -> int:
+        """An empty slot no known session holds, for a brand-new session; else -1."""
+        assert self.conn is not None and self.gate is not None
+        try:
+            states = await self.conn.client.slots()
+        except ServerError:
+            return -1
+        taken = set(self.pool.pins.values()) | set(self.gate.held)
+        taken |= set(self.known_owners())
+        if self.side_slot is not None:
+            taken.add(self.side_slot)
+        slot = choose_fresh_slot(states, self.pool.total_slots, taken)
+        return -1 if slot is None else slot
+
+    def pin_answer(self, id_slot: int) -> None:
+        """The server answered the session on `id_slot`: pin it there."""
+        session = self.session
+        self.pool.pin(session.id, id_slot)
+        session.pinned_slot = self.pool.pins.get(session.id)
+        session.server = self.identity()
+
+    # --- SlotView ------------------------------------------------------------------------------
+
+    async def slots(self) -> list[SlotState]:
+        if self.conn is None:
+            raise ServerError("the server is not connected yet")
+        return await self.conn.client.slots()
+
+    def slot_owners(self) -> dict[int, str]:
+        """Slot id → who holds it, for the slot map: this session's title, or "side"."""
+        owners = {} if self.side_slot is None else {self.side_slot: "side"}
+        slot = self.pool.pins.get(self.session.id)
+        if slot is not None:
+            owners[slot] = self.session.title or "this session"
+        return owners
+
+    def prompt_totals(self) -> dict[int, int]:
+        return dict(self.live_totals)
+
+    def session_on_slot(self, slot: int) -> str | None:
+        """The session that most likely holds `slot` on this server (this one first)."""
+        if self.pool.pins.get(self.session.id) == slot:
+            return self.session.id
+        if self.conn is None:
+            return None
+        entries = [e for e in self.store.list() if e.ok and e.pinned_slot == slot]
+        for entry in sorted(entries, key=lambda e: -e.updated):
+            try:
+                s = self.store.load(entry.id)
+            except (SessionStoreError, ValueError):
+                continue
+            if s.server is not None and s.server.launch_id == self.conn.launch_id:
+                return s.id
+        return None
+
+    def known_owners(self, limit: int = 64) -> dict[int, str]:
+        """Slot → session id for stored sessions that most likely hold a slot on this launch."""
+        if self.conn is None:
+            return {}
+        rows = []
+        entries = [e for e in self.store.list() if e.ok and e.pinned_slot is not None]
+        for entry in sorted(entries, key=lambda e: -e.updated)[:limit]:
+            try:
+                s = self.store.load(entry.id)
+            except (SessionStoreError, ValueError):
+                continue
+            launch = s.server.launch_id if s.server is not None else None
+            rows.append((s.id, s.pinned_slot, launch, s.updated))
+        return owners_by_slot(rows, self.conn.launch_id, self.pool.total_slots)

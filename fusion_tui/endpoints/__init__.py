@@ -1,0 +1,1 @@
+"""Several llama-servers for one app: endpoints, their clients, health and session placement."""
