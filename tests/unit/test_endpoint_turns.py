@@ -4,7 +4,7 @@ the request records' `endpoint` / `moved_from`, and a wait that keeps the user's
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -51,7 +51,7 @@ async def backend_for(settings: Settings, paths: AppPaths, **kw: object) -> Fake
     return backend
 
 
-def done(events: list[object]) -> ReplyDone:
+def done(events: Sequence[object]) -> ReplyDone:
     last = events[-1]
     assert isinstance(last, ReplyDone)
     return last
