@@ -15,6 +15,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from fusion_tui.chat.endpoint_view import EndpointSlotView
+from fusion_tui.chat.events import Notice, ReplyEvent, TurnEndpoint
 from fusion_tui.config import Settings
 from fusion_tui.endpoints.placement import Placement
 from fusion_tui.endpoints.session_pins import EndpointPins, EndpointWait, Route, wants_endpoints
@@ -52,8 +54,9 @@ def _attach(backend: LocalBackend, route: Route) -> None:
         backend.keeper.attach(route.conn)
 
 
-async def before_turn(backend: LocalBackend) -> tuple[int, list[str]]:
-    """Place the session's next request and attach the keeper there: (slot, notes)."""
+async def before_turn(backend: LocalBackend) -> tuple[int, list[ReplyEvent]]:
+    """Place the session's next request and attach the keeper there: (slot, the events that
+    say where: the endpoint, and a note when the placement is worth saying)."""
     pins = backend.endpoints
     assert pins is not None
     session = backend.session
@@ -61,19 +64,20 @@ async def before_turn(backend: LocalBackend) -> tuple[int, list[str]]:
         session.id, pinned_endpoint=session.pinned_endpoint, pinned_slot=session.pinned_slot,
         resumed=bool(session.requests), prompt_tokens=prompt_estimate(backend),
     )  # fmt: skip
-    notes: list[str] = []
+    notes: list[ReplyEvent] = []
     if placed.action == "move" and not await _may_move(backend, placed):
         raise EndpointWait(f"{placed.reason.split(';')[0]}; waiting (your message is kept)")
     route = await pins.route(placed)
     moved = placed.moved_from if placed.action == "move" else None
     backend.endpoint_turn = TurnRoute(route, moved)
     _attach(backend, route)
+    notes.append(TurnEndpoint(route.label))
     if route.note:
-        notes.append(route.note)
+        notes.append(Notice(route.note))
     return route.slot, notes
 
 
-async def after_no_data(backend: LocalBackend) -> tuple[int, list[str]] | None:
+async def after_no_data(backend: LocalBackend) -> tuple[int, list[ReplyEvent]] | None:
     """The request got no answer: if its endpoint is gone, the placement elsewhere (slot,
     notes); None to retry on the same endpoint."""
     pins, turn = backend.endpoints, backend.endpoint_turn
@@ -132,3 +136,15 @@ async def close(
             await release(backend.settings, backend.paths, primary)
     finally:
         await pins.aclose()
+
+
+def slot_view(backend: LocalBackend) -> EndpointSlotView:
+    """The slot map's view: the current endpoint through the keeper, every endpoint grouped."""
+    pins = backend.endpoints
+    assert pins is not None
+
+    def current() -> str | None:
+        turn = backend.endpoint_turn
+        return turn.route.label if turn is not None else pins.label_of(backend.keeper.conn)
+
+    return EndpointSlotView(backend.keeper, pins, current)

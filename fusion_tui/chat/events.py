@@ -69,7 +69,23 @@ class ToolBlock:
     """The unified diff of a write, or the full command of a shell call (for the UI only)."""
 
 
-ReplyEvent = TextDelta | PromptProgress | StreamEnd | Notice | ReplyDone | Progress | ToolBlock
+@dataclass(frozen=True)
+class TurnEndpoint:
+    """The endpoint this turn runs on (sent only when several endpoints are configured)."""
+
+    label: str
+
+
+ReplyEvent = (
+    TextDelta
+    | PromptProgress
+    | StreamEnd
+    | Notice
+    | ReplyDone
+    | Progress
+    | ToolBlock
+    | TurnEndpoint
+)
 
 __all__ = [
     "Notice",
@@ -80,4 +96,5 @@ __all__ = [
     "StreamEnd",
     "TextDelta",
     "ToolBlock",
+    "TurnEndpoint",
 ]

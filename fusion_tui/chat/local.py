@@ -172,6 +172,8 @@ class LocalBackend:
         return self.store
 
     def slot_view(self) -> SlotView:
+        if self.endpoints is not None:  # issue 14: every endpoint's slots, grouped
+            return endpoint_turns.slot_view(self)
         return self.keeper
 
     async def stop_server(self) -> None:
@@ -207,11 +209,11 @@ class LocalBackend:
         outcome: Outcome = "cancelled"
         detail = "cancelled"
         try:
-            placed: tuple[int, list[str]] | None = None
+            placed: tuple[int, list[ReplyEvent]] | None = None
             if self.endpoints is not None:  # issue 14: the session's endpoint, and why
                 placed = await endpoint_turns.before_turn(self)
-                for note in placed[1]:
-                    yield Notice(note)
+                for said in placed[1]:
+                    yield said
             for note in await keeper.warm_resume():
                 yield Notice(note)
             slot = await keeper.next_slot() if placed is None else placed[0]
@@ -232,8 +234,8 @@ class LocalBackend:
                         moved = await endpoint_turns.after_no_data(self)
                         if moved is not None:
                             slot = moved[0]
-                            for note in moved[1]:
-                                yield Notice(note)
+                            for said in moved[1]:
+                                yield said
                             continue
                     where = f"slot {slot}" if slot >= 0 else "the slot the server picks"
                     yield Notice(f"no data from llama-server ({exc}); retrying once on {where}")

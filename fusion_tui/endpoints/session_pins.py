@@ -27,6 +27,7 @@ from fusion_tui.endpoints.placement import (
     place_resumed,
 )
 from fusion_tui.endpoints.registry import ClientFactory, EndpointRegistry
+from fusion_tui.endpoints.slot_groups import EndpointSlots
 from fusion_tui.runtime import Connection
 from fusion_tui.server.errors import ServerError, ServerUnreachable
 from fusion_tui.server.probe import model_display_name
@@ -253,3 +254,26 @@ class EndpointPins:
             conn = self._conns.pop(label, None)
             if conn is not None:
                 self._dead.append(conn)
+
+
+def slot_groups(
+    pins: EndpointPins, current: str | None, owners: Mapping[int, str]
+) -> list[EndpointSlots]:
+    """Every endpoint's latest probe as a slot-map group (config order); `owners` belong to
+    the `current` endpoint."""
+    out: list[EndpointSlots] = []
+    for ep in pins.registry.endpoints:
+        h = pins.watcher.latest(ep.label)
+        out.append(
+            EndpointSlots(
+                label=ep.label,
+                healthy=bool(h and h.healthy),
+                model=h.model if h else None,
+                tok_s=pins.watcher.speed(ep.label),
+                slots=tuple(h.slots or ()) if h else (),
+                owners=dict(owners) if ep.label == current else {},
+                current=ep.label == current,
+                error=h.error if h else "not probed yet",
+            )
+        )
+    return out
