@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from fusion_tui.chat.endpoint_view import EndpointSlotView
 from fusion_tui.chat.events import Notice, ReplyEvent, TurnEndpoint
@@ -28,6 +28,13 @@ if TYPE_CHECKING:
 
 FailoverAsk = Callable[[Placement], Awaitable[bool]]
 """Asked before a session moves to another endpoint: True moves (a cold re-read), False waits."""
+
+
+@runtime_checkable
+class FailoverAsker(Protocol):
+    """Someone to ask before a session moves (the TUI's approver); headless: nobody, move."""
+
+    async def ask_failover(self, placed: Placement) -> bool: ...
 
 
 def endpoint_pins_for(settings: Settings) -> EndpointPins | None:

@@ -30,3 +30,19 @@ def test_one_endpoint_down(snap_compare: Any) -> None:
     refused" with no slots under it."""
     host = Host([HERE, GPU], [HERE, GONE])
     assert snap_compare(host, terminal_size=(140, 36), run_before=_run_before(host, 2))
+
+
+def test_failover_question(snap_compare: Any) -> None:
+    """90×20: a modal "Endpoint gone": "here is not answering. Move this session to gpu-box?",
+    the cost (a cold re-read of 1,834 prompt tokens; waiting keeps the message), and the buttons
+    "Move to gpu-box (1,834 tokens cold)" and "Wait" (focused)."""
+    from textual.app import App
+
+    from fusion_tui.tui.screens.failover import FailoverModal
+    from tests.tui.test_failover_modal import MOVE
+
+    class Asking(App[None]):
+        def on_mount(self) -> None:
+            self.push_screen(FailoverModal(MOVE))
+
+    assert snap_compare(Asking(), terminal_size=(90, 20))
