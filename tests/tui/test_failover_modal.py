@@ -54,4 +54,5 @@ def test_the_factory_hands_the_tuis_question_to_the_chat(tmp_path: Path) -> None
     backend = make_backend(Settings(), paths, approver=approver)
     assert isinstance(backend, LocalBackend)
     assert backend.ask_failover == approver.ask_failover
-    assert make_backend(Settings(), paths).ask_failover is None  # type: ignore[union-attr]
+    plain = make_backend(Settings(), paths)
+    assert isinstance(plain, LocalBackend) and plain.ask_failover is None
