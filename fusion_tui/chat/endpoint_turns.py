@@ -67,6 +67,9 @@ async def before_turn(backend: LocalBackend) -> tuple[int, list[ReplyEvent]]:
     pins = backend.endpoints
     assert pins is not None
     session = backend.session
+    here = pins.label_of(backend.keeper.conn)
+    if here is not None:  # the title's side slot is not free for a new session
+        pins.side_slot(here, backend.keeper.side_slot)
     placed = await pins.place(
         session.id, pinned_endpoint=session.pinned_endpoint, pinned_slot=session.pinned_slot,
         resumed=bool(session.requests), prompt_tokens=prompt_estimate(backend),
@@ -78,7 +81,8 @@ async def before_turn(backend: LocalBackend) -> tuple[int, list[ReplyEvent]]:
     moved = placed.moved_from if placed.action == "move" else None
     backend.endpoint_turn = TurnRoute(route, moved)
     _attach(backend, route)
-    notes.append(TurnEndpoint(route.label))
+    if len(pins.labels) > 1:  # the status line names it only with several endpoints
+        notes.append(TurnEndpoint(route.label))
     if route.note:
         notes.append(Notice(route.note))
     return route.slot, notes
@@ -123,11 +127,17 @@ def after_request(backend: LocalBackend, end: StreamEnd, *, side: bool) -> None:
 
 
 def cost_note(backend: LocalBackend, detail: str) -> str:
-    """The turn's note names its endpoint (only with several endpoints)."""
-    turn = backend.endpoint_turn
-    if backend.endpoints is None or turn is None or not detail:
+    """The turn's note (kept in the session's turn record) names its endpoint when there are
+    several, and says why the placement changed when it did (a re-pin, a move)."""
+    pins, turn = backend.endpoints, backend.endpoint_turn
+    if pins is None or turn is None or not detail:
         return detail
-    return f"{turn.route.label} · {detail}"
+    if len(pins.labels) > 1:
+        detail = f"{turn.route.label} · {detail}"
+    placed = turn.route.placement
+    if (placed.repinned and placed.action == "move") or placed.cold_tokens:
+        detail += f" · {placed.reason}"
+    return detail
 
 
 async def close(

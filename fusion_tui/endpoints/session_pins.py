@@ -90,6 +90,7 @@ class EndpointPins:
         self._in_flight: dict[str, dict[int, int]] = {}
         self._side: dict[str, set[int]] = {}
         self._dead: list[Connection] = []
+        self._probed: set[str] = set()
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -123,8 +124,7 @@ class EndpointPins:
         self.registry.bind(label, conn.client.base_url)
         self._conns[label] = conn
         self.model = self.model or conn.props.model_path or None
-        if conn.probe is not None:
-            self.watcher.record_speed(label, conn.probe.tok_s)
+        self._probe_speeds()
 
     async def connection(self, label: str) -> Connection:
         """`label`'s connection, made on first use (health and props of that server)."""
@@ -216,6 +216,7 @@ class EndpointPins:
         yet is new (`place_new`) or resumed (`place_resumed`: its endpoint, or the one holding
         its slot file); a placed one keeps its pin unless `/slots` shows another client's work
         there (`check_pin`) or its endpoint is gone (`failover`)."""
+        self._probe_speeds()
         if refresh:
             await self.watcher.poll_once()
         views = self.views(exclude=session_id)
@@ -240,6 +241,14 @@ class EndpointPins:
             elif held is not None and held[0] != placed.endpoint:
                 self._pins.pop(session_id, None)
         return placed
+
+    def _probe_speeds(self) -> None:
+        """The ready-line probe's tok/s of a connection, once it has landed (it runs beside the
+        app after a fresh launch)."""
+        for label, conn in self._conns.items():
+            if label not in self._probed and conn.probe is not None:
+                self._probed.add(label)
+                self.watcher.record_speed(label, conn.probe.tok_s)
 
     async def route(self, placed: Placement) -> Route:
         """The connection for a `use` / `move` placement; `EndpointWait` for a `wait`."""
