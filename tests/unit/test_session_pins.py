@@ -90,7 +90,7 @@ async def test_the_managed_endpoint_is_the_connectors_and_its_probe_speed_counts
         return Connection(client, props, ServerStatus(state="ready"), probe=probe)
 
     try:
-        conn = await pins.connect(connector, None, None, None, model="m.gguf")
+        conn = await pins.connect(connector, Settings(), None, None, model="m.gguf")
         assert calls == [{"model": "m.gguf"}] and await pins.connection("here") is conn
         assert pins.watcher.speed("here") == 99.0
         assert (await place(pins, "s1"))[0] == "here"
