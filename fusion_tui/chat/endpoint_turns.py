@@ -13,18 +13,18 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from fusion_tui.chat.endpoint_view import EndpointSlotView
 from fusion_tui.chat.events import Notice, ReplyEvent, TurnEndpoint
+from fusion_tui.chat.slot_keeper import SlotKeeper
 from fusion_tui.config import Settings
 from fusion_tui.endpoints.placement import Placement
 from fusion_tui.endpoints.session_pins import EndpointPins, EndpointWait, Route, wants_endpoints
+from fusion_tui.paths import AppPaths
 from fusion_tui.runtime import Connection, release
 from fusion_tui.server.types import StreamEnd
-
-if TYPE_CHECKING:
-    from fusion_tui.chat.local import LocalBackend
+from fusion_tui.sessions.model import Session
 
 FailoverAsk = Callable[[Placement], Awaitable[bool]]
 """Asked before a session moves to another endpoint: True moves (a cold re-read), False waits."""
@@ -35,6 +35,21 @@ class FailoverAsker(Protocol):
     """Someone to ask before a session moves (the TUI's approver); headless: nobody, move."""
 
     async def ask_failover(self, placed: Placement) -> bool: ...
+
+
+class LocalBackend(Protocol):
+    """What these functions use of `chat.local.LocalBackend` (named so to read as its methods;
+    a protocol, so this module does not import the backend that calls it)."""
+
+    settings: Settings
+    paths: AppPaths
+    keeper: SlotKeeper
+    endpoints: EndpointPins | None
+    endpoint_turn: TurnRoute | None
+    ask_failover: FailoverAsk | None
+
+    @property
+    def session(self) -> Session: ...
 
 
 def endpoint_pins_for(settings: Settings) -> EndpointPins | None:

@@ -132,6 +132,8 @@ class LocalBackend:
     async def adopt(self, conn: Connection) -> ServerStatus:
         """Take over a connection made elsewhere (the launch wizard) instead of connecting."""
         self.keeper.attach(conn)
+        if self.endpoints is not None and conn is not self._primary:  # issue 14: F2's launch
+            self._primary = self.endpoints.adopt(conn)
         return conn.status
 
     def history(self) -> list[tuple[str, str]]:

@@ -119,6 +119,18 @@ class EndpointPins:
             report(conn.status)
         return conn
 
+    def adopt(self, conn: Connection) -> Connection:
+        """A connection made elsewhere (the launch wizard's managed launch): bound to the managed
+        endpoint, else to the endpoint at its URL; returned for the caller to keep."""
+        managed = next((ep for ep in self.registry.endpoints if ep.managed), None)
+        url = conn.client.base_url.rstrip("/")
+        label = next((ep.label for ep in self.registry.endpoints if ep.url == url), None)
+        if managed is not None and (label is None or conn.record is not None):
+            label = managed.label
+        if label is not None:
+            self.bind(label, conn)
+        return conn
+
     def bind(self, label: str, conn: Connection) -> None:
         """`conn` is `label`'s connection (the managed server once launched or adopted)."""
         self.registry.bind(label, conn.client.base_url)

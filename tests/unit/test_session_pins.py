@@ -97,3 +97,19 @@ async def test_the_managed_endpoint_is_the_connectors_and_its_probe_speed_counts
     finally:
         await pins.aclose()
         await client.aclose()
+
+
+async def test_a_connection_made_elsewhere_is_bound_to_its_endpoint(
+    two: tuple[FakeLlamaServer, FakeLlamaServer],
+) -> None:
+    a, b = two
+    eps = (EndpointSettings(managed=True), EndpointSettings(url=b.url, label="beta"))
+    pins = EndpointPins(Settings(server=ServerSettings(endpoints=eps)))
+    client = LlamaClient(a.url)
+    try:
+        conn = Connection(client, await client.props(), ServerStatus(state="ready"))
+        assert pins.adopt(conn) is conn and await pins.connection("here") is conn
+        assert pins.registry.get("here").url == a.url
+    finally:
+        await pins.aclose()
+        await client.aclose()
