@@ -84,7 +84,7 @@ class EndpointRun:
         """The slot to name on the current endpoint: the loop's slot (mapped after a re-pin or a
         move), unless `/slots` shows another client's work there."""
         slot = self._slot_map.get(slot, slot)
-        await self.pins.watcher.poll_once()
+        await self.pins.watcher.poll_once(labels=(self.label,))
         view = next(v for v in self.pins.views(exclude=self.session_id) if v.label == self.label)
         if not view.healthy:
             return slot
@@ -97,7 +97,7 @@ class EndpointRun:
 
     async def _move(self, slot: int) -> int | None:
         """The endpoint did not answer: if it is gone, move (said) and return the new slot."""
-        await self.pins.watcher.poll_once()
+        await self.pins.watcher.poll_once()  # every endpoint: where could it go
         health = self.pins.watcher.latest(self.label)
         if health is None or health.healthy:
             return None

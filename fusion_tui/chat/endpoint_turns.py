@@ -108,7 +108,7 @@ async def after_no_data(backend: LocalBackend) -> tuple[int, list[ReplyEvent]] |
     notes); None to retry on the same endpoint."""
     pins, turn = backend.endpoints, backend.endpoint_turn
     assert pins is not None and turn is not None
-    await pins.watcher.poll_once()
+    await pins.watcher.poll_once(labels=(turn.route.label,))
     health = pins.watcher.latest(turn.route.label)
     if health is None or health.healthy:
         return None

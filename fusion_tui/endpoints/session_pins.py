@@ -229,10 +229,14 @@ class EndpointPins:
         its slot file); a placed one keeps its pin unless `/slots` shows another client's work
         there (`check_pin`) or its endpoint is gone (`failover`)."""
         self._probe_speeds()
-        if refresh:
-            await self.watcher.poll_once()
-        views = self.views(exclude=session_id)
         held = self._pins.get(session_id)
+        if refresh:  # a kept pin needs only its own endpoint's /slots (a slow other one must
+            # not delay every turn); a new, resumed or moving session looks at them all
+            await self.watcher.poll_once(labels=None if held is None else (held[0],))
+            home = self.watcher.latest(held[0]) if held is not None else None
+            if held is not None and (home is None or not home.healthy):
+                await self.watcher.poll_once()
+        views = self.views(exclude=session_id)
         if held is None and not resumed:
             placed = place_new(views, self.model)
         elif held is None:

@@ -137,3 +137,16 @@ async def test_waiting_instead_of_moving_keeps_what_the_user_wrote(
     assert completions(b) == []
     stored = SessionStore.default(paths).load(backend.session.id)
     assert [m.content for m in stored.messages if m.role == "user"][-1] == "my precious words"
+
+
+async def test_a_kept_pin_asks_only_its_own_endpoint_before_a_turn(
+    two: tuple[FakeLlamaServer, FakeLlamaServer], paths: AppPaths
+) -> None:
+    a, b = two
+    backend = await backend_for(settings_for(a, b), paths)
+    await turn(backend, "hello")
+    before = len(b.requests)
+    events = await turn(backend, "again")
+    await backend.close()
+    assert done(events).outcome == "completed"
+    assert len(b.requests) == before  # a slow beta could not delay alpha's turns
