@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Protocol, runtime_checkable
 
 from fusion_tui.chat.endpoint_view import EndpointSlotView
@@ -20,7 +21,13 @@ from fusion_tui.chat.events import Notice, ReplyEvent, TurnEndpoint
 from fusion_tui.chat.slot_keeper import SlotKeeper
 from fusion_tui.config import Settings
 from fusion_tui.endpoints.placement import Placement
-from fusion_tui.endpoints.session_pins import EndpointPins, EndpointWait, Route, wants_endpoints
+from fusion_tui.endpoints.session_pins import (
+    Connector,
+    EndpointPins,
+    EndpointWait,
+    Route,
+    wants_endpoints,
+)
 from fusion_tui.paths import AppPaths
 from fusion_tui.runtime import Connection, release
 from fusion_tui.server.types import StreamEnd
@@ -52,9 +59,21 @@ class LocalBackend(Protocol):
     def session(self) -> Session: ...
 
 
+class ConnectingBackend(Protocol):
+    connector: Connector
+    endpoints: EndpointPins | None
+
+
 def endpoint_pins_for(settings: Settings) -> EndpointPins | None:
     """An `EndpointPins` when the config lists several endpoints (or a `url:` one), else None."""
     return EndpointPins(settings) if wants_endpoints(settings) else None
+
+
+def connector(backend: ConnectingBackend) -> Connector:
+    """The backend's connector, or with several endpoints the one that reaches the managed
+    server through it, else the best remote endpoint (`EndpointPins.connect`)."""
+    pins = backend.endpoints
+    return backend.connector if pins is None else partial(pins.connect, backend.connector)
 
 
 @dataclass

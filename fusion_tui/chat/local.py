@@ -120,13 +120,8 @@ class LocalBackend:
     # --- Backend: turns ------------------------------------------------------------------------
 
     async def start(self, report: StatusCallback) -> ServerStatus:
-        if self.endpoints is not None:  # issue 14: the managed server or the best remote
-            conn = await self.endpoints.connect(
-                self.connector, self.settings, self.paths, report, model=self.model
-            )
-            self._primary = conn
-            return await self.adopt(conn)
-        conn = await self.connector(self.settings, self.paths, report, model=self.model)
+        connector = endpoint_turns.connector(self)  # issue 14: several endpoints
+        conn = await connector(self.settings, self.paths, report, model=self.model)
         return await self.adopt(conn)
 
     async def adopt(self, conn: Connection) -> ServerStatus:
