@@ -150,3 +150,40 @@ async def test_a_kept_pin_asks_only_its_own_endpoint_before_a_turn(
     await backend.close()
     assert done(events).outcome == "completed"
     assert len(b.requests) == before  # a slow beta could not delay alpha's turns
+
+
+async def test_a_pinned_slot_another_client_keeps_busy_is_left_and_the_turn_says_so(
+    two: tuple[FakeLlamaServer, FakeLlamaServer], paths: AppPaths
+) -> None:
+    import threading
+
+    import httpx
+
+    from tests.fakes.fake_server import Reply
+
+    a, b = two
+    backend = await backend_for(settings_for(a, b), paths)
+    await turn(backend, "hello")
+    mine = backend.session.pinned_slot
+    assert mine is not None
+    a.script(Reply(hang="prompt"))
+    body = {"prompt": "someone else", "id_slot": mine}
+    other = threading.Thread(
+        target=lambda: httpx.post(f"{a.url}/completion", json=body, timeout=10)
+    )
+    other.start()
+    try:
+        for _ in range(100):
+            if any(s["is_processing"] for s in a.slot_json()):
+                break
+            threading.Event().wait(0.02)
+        events = await turn(backend, "again")
+    finally:
+        a.release()
+        other.join(10)
+        await backend.close()
+    why = f"slot {mine} on alpha is busy with another client's work; re-pinned to slot"
+    assert any(isinstance(e, Notice) and why in e.text for e in events)
+    assert why in done(events).note  # kept in the session's turn record too
+    assert backend.session.pinned_slot != mine and backend.session.pinned_endpoint == "alpha"
+    assert why in backend.session.turns[-1].detail
