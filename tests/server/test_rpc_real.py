@@ -128,5 +128,6 @@ def test_the_managed_launch_spreads_the_model_over_two_rpc_servers(
     argv, answer, log = anyio.run(launch_and_ask)
     assert argv[argv.index("--rpc") + 1] == ",".join(rpc_servers)
     for addr in rpc_servers:
-        assert f"fusion-tui: device RPC0[{addr}]" in log or f"RPC0[{addr}]" in log
+        assert f"fusion-tui: device RPC0[{addr}]: layers" in log  # the plan, per device
+        assert f"RPC0[{addr}] KV buffer size" in log  # llama.cpp put KV cache there
     assert answer
