@@ -89,6 +89,10 @@ class RequestDone:
     duration_ms: float
     prompt_chars: int
     ended: Literal["ok", "time_ceiling", "cancelled", "error", "deadline"] = "ok"
+    endpoint: str | None = None
+    """The label of the endpoint that served it (set only with several endpoints)."""
+    moved_from: str | None = None
+    """The endpoint the session left for this request (failover)."""
 
 
 @dataclass(frozen=True)
@@ -205,6 +209,9 @@ def to_json_line(event: AgentEvent) -> dict[str, Any] | None:
         return {"event": "outcome", "outcome": event.outcome, "session": event.session_id}
     if isinstance(event, RequestDone):
         data = asdict(event)
+        for key in ("endpoint", "moved_from"):  # one endpoint: the lines stay as they were
+            if data[key] is None:
+                del data[key]
         data["event"] = "request"
         return data
     return None

@@ -17,12 +17,13 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fusion_tui.agent.approval import ApprovalGate, Approver
 from fusion_tui.agent.deadline import CancelToken
 from fusion_tui.agent.delegate import DelegatePolicy
+from fusion_tui.agent.endpoint_run import EndpointRun
 from fusion_tui.agent.events import (
     AgentEvent,
     EventSink,
@@ -127,6 +128,8 @@ class AgentHost:
     delegate: DelegatePolicy | None = None
     idle_timeout: float | None = None
     on_wait: OnWait | None = None
+    routing: EndpointRun | None = None
+    """Several endpoints (issue 14): the run's endpoint, its checks and its failover."""
 
     @classmethod
     async def open(
@@ -163,6 +166,8 @@ class AgentHost:
         return cls(conn, pool, gate, frame, machine, prefix, delegate, idle_timeout)
 
     def completion(self) -> CompletionFn:
+        if self.routing is not None:  # issue 14: the session's endpoint, checked per request
+            return self.routing.completion(self.gate, self.idle_timeout, self.on_wait)
         client, idle = self.conn.client, self.idle_timeout
 
         def stream(body: dict[str, Any]) -> AsyncIterator[StreamEvent]:
@@ -276,6 +281,10 @@ class SessionRunner:
 
         def record(event: AgentEvent) -> None:
             inner = event.event if isinstance(event, WorkerEvent) else event
+            if isinstance(inner, RequestDone) and self.host.routing is not None:  # issue 14
+                main = not isinstance(event, WorkerEvent)
+                inner = self.host.routing.annotate(inner, main=main)
+                event = inner if main else replace(event, event=inner)  # type: ignore[arg-type]
             if isinstance(inner, RequestDone):
                 _record_request(session, inner, self.wall_clock)
             elif isinstance(event, ToolFinished):
@@ -335,6 +344,8 @@ class SessionRunner:
         if slot is not None:
             session.pinned_slot = slot
             session.server = self.host.identity
+        if self.host.routing is not None:  # issue 14: the endpoint the pin is on
+            self.host.routing.finish(session)
         session.prefix_hash = self.host.prefix_hash
         steps = result.steps if result is not None else 0
         detail = error or f"{steps} step(s)"
@@ -352,7 +363,7 @@ class SessionRunner:
 
 def _record_request(session: sm.Session, event: RequestDone, clock: sm.WallClock) -> None:
     ttft = event.ttft_ms if event.ttft_ms is not None else event.duration_ms
-    session.record_request(
+    record = session.record_request(
         id_slot=event.id_slot,
         prompt_n=event.prompt_n,
         cache_n=event.cache_n,
@@ -361,6 +372,8 @@ def _record_request(session: sm.Session, event: RequestDone, clock: sm.WallClock
         side_call=event.purpose == "compaction",
         clock=clock,
     )
+    if event.endpoint is not None:  # issue 14: where it ran, and where it came from
+        session.requests[-1] = replace(record, endpoint=event.endpoint, moved_from=event.moved_from)
 
 
 def _tool_message(event: ToolFinished) -> sm.Message:

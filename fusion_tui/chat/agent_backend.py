@@ -18,6 +18,7 @@ from typing import Any
 
 from fusion_tui.agent.approval import Approver, DenyAll
 from fusion_tui.agent.deadline import CancelToken
+from fusion_tui.agent.endpoint_run import EndpointRun, place_run
 from fusion_tui.agent.events import (
     AgentEvent,
     Compacted,
@@ -42,6 +43,7 @@ from fusion_tui.chat.backend import SessionCatalog, SlotView, StatusCallback, Un
 from fusion_tui.chat.events import Notice, ReplyDone, ReplyEvent, ToolBlock
 from fusion_tui.chat.live_step import LiveStepTracker
 from fusion_tui.config import Settings
+from fusion_tui.endpoints.session_pins import EndpointPins, wants_endpoints
 from fusion_tui.paths import AppPaths
 from fusion_tui.runtime import Connection, connect, release
 from fusion_tui.server.errors import ServerError
@@ -151,6 +153,10 @@ class AgentBackend:
         self.conn: Connection | None = None
         self.host: AgentHost | None = None
         self.runner: SessionRunner | None = None
+        # issue 14: several endpoints (None with one: unchanged)
+        self.endpoints = EndpointPins(settings) if wants_endpoints(settings) else None
+        self._primary: Connection | None = None
+        self._notes: list[str] = []
 
     def _open_session(self, resume: str | None) -> Session:
         if resume == "":
@@ -161,16 +167,29 @@ class AgentBackend:
         return session
 
     async def start(self, report: StatusCallback) -> ServerStatus:
+        if self.endpoints is not None:  # issue 14: the managed server or the best remote
+            conn = await self.endpoints.connect(
+                self.connect_fn, self.settings, self.paths, report, model=self.model
+            )
+            self._primary = conn
+            return await self.adopt(conn)
         conn = await self.connect_fn(self.settings, self.paths, report, model=self.model)
         return await self.adopt(conn)
 
     async def adopt(self, conn: Connection) -> ServerStatus:
         self.conn = conn
+        route = None
+        if self.endpoints is not None:  # issue 14: the session's endpoint
+            route = await place_run(self.endpoints, conn, self.session, self._notes.append)
         self.host = await AgentHost.open(
-            conn,
+            conn if route is None else route.conn,
             idle_timeout=self.settings.local_models.request_timeout_ms / 1000,
             configured_workers=self.settings.llm.run_mode.fusion.workers,
         )
+        if self.endpoints is not None and route is not None:
+            self.host.routing = EndpointRun(
+                self.endpoints, route, self.session.id, self._notes.append
+            )
         self.runner = self._runner()
         return conn.status
 
@@ -186,11 +205,15 @@ class AgentBackend:
 
     async def new_session(self) -> str | None:
         self.session = self._open_session(None)
+        if self.endpoints is not None and self.conn is not None:  # issue 14: placed afresh
+            await self.adopt(self.conn)
         self.runner = self._runner()
         return None
 
     async def open_session(self, session_id: str) -> str | None:
         self.session = self._open_session(session_id)
+        if self.endpoints is not None and self.conn is not None:  # issue 14: its endpoint
+            await self.adopt(self.conn)
         self.runner = self._runner()
         return None
 
@@ -217,8 +240,12 @@ class AgentBackend:
 
     async def close(self) -> None:
         conn, self.conn = self.conn, None
-        if conn is not None:
-            await release(self.settings, self.paths, conn)
+        try:
+            if conn is not None:
+                await release(self.settings, self.paths, conn)
+        finally:
+            if self.endpoints is not None:  # issue 14: the clients the endpoints made
+                await self.endpoints.aclose()
 
     async def reply(self, text: str) -> AsyncGenerator[ReplyEvent, None]:
         runner = self.runner
@@ -233,9 +260,13 @@ class AgentBackend:
         live = LiveStepTracker()
         try:
             while (event := await queue.get()) is not None:
+                while self._notes:  # issue 14: a move or a re-pinned slot, said
+                    yield Notice(self._notes.pop(0))
                 for out in [*reply_events(event), *live.fold(event)]:
                     yield out
             report = task.result()
+            while self._notes:
+                yield Notice(self._notes.pop(0))
             summary = report.result.summary if report.result is not None else ""
             if summary:
                 yield TextDelta(summary)

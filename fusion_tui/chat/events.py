@@ -72,8 +72,23 @@ class ToolBlock:
     """Shown in the title instead of the duration (a call the loop guard did not run)."""
 
 
+@dataclass(frozen=True)
+class TurnEndpoint:
+    """The endpoint this turn runs on (sent only when several endpoints are configured)."""
+
+    label: str
+
+
 ReplyEvent = (
-    TextDelta | PromptProgress | StreamEnd | Notice | ReplyDone | Progress | ToolBlock | LiveStep
+    TextDelta
+    | PromptProgress
+    | StreamEnd
+    | Notice
+    | ReplyDone
+    | Progress
+    | ToolBlock
+    | LiveStep
+    | TurnEndpoint
 )
 
 __all__ = [
@@ -86,4 +101,5 @@ __all__ = [
     "StreamEnd",
     "TextDelta",
     "ToolBlock",
+    "TurnEndpoint",
 ]

@@ -13,6 +13,7 @@ from typing import Protocol
 from fusion_tui.agent.approval import Approver
 from fusion_tui.chat.agent_backend import AgentBackend
 from fusion_tui.chat.backend import Backend
+from fusion_tui.chat.endpoint_turns import FailoverAsker
 from fusion_tui.chat.local import LocalBackend
 from fusion_tui.config import Settings
 from fusion_tui.paths import AppPaths
@@ -52,4 +53,7 @@ def make_backend(
         return AgentBackend(
             settings, paths, workspace, model=model, resume=resume, approver=approver
         )
-    return LocalBackend(settings, paths, model=model, resume=resume)
+    backend = LocalBackend(settings, paths, model=model, resume=resume)
+    if isinstance(approver, FailoverAsker):  # issue 14: the TUI asks before a session moves
+        backend.ask_failover = approver.ask_failover
+    return backend

@@ -17,6 +17,7 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
+from fusion_tui.chat import endpoint_turns
 from fusion_tui.chat.backend import SessionCatalog, SlotView, StatusCallback, Unavailable
 from fusion_tui.chat.events import Notice, Progress, ReplyDone, ReplyEvent
 from fusion_tui.chat.slot_keeper import SlotKeeper
@@ -87,6 +88,12 @@ class LocalBackend:
         self.keeper = SlotKeeper(self.store, session, archive_max_bytes=archive_max_bytes)
         self.save_error: str | None = None
         """The last save failure, shown to the user; the session stays in memory."""
+        # issue 14: several endpoints (None with one: the single-server app, unchanged)
+        self.endpoints = endpoint_turns.endpoint_pins_for(settings)
+        self.endpoint_turn: endpoint_turns.TurnRoute | None = None
+        self.ask_failover: endpoint_turns.FailoverAsk | None = None
+        """Asked before a session moves to another endpoint (the TUI); None: move."""
+        self._primary: Connection | None = None
 
     @property
     def session(self) -> Session:
@@ -113,12 +120,15 @@ class LocalBackend:
     # --- Backend: turns ------------------------------------------------------------------------
 
     async def start(self, report: StatusCallback) -> ServerStatus:
-        conn = await self.connector(self.settings, self.paths, report, model=self.model)
+        connector = endpoint_turns.connector(self)  # issue 14: several endpoints
+        conn = await connector(self.settings, self.paths, report, model=self.model)
         return await self.adopt(conn)
 
     async def adopt(self, conn: Connection) -> ServerStatus:
         """Take over a connection made elsewhere (the launch wizard) instead of connecting."""
         self.keeper.attach(conn)
+        if self.endpoints is not None and conn is not self._primary:  # issue 14: F2's launch
+            self._primary = self.endpoints.adopt(conn)
         return conn.status
 
     def history(self) -> list[tuple[str, str]]:
@@ -138,7 +148,10 @@ class LocalBackend:
                 await self.keeper.save_others()
         finally:
             self.keeper.detach()
-            await release(self.settings, self.paths, conn)
+            try:
+                await release(self.settings, self.paths, conn)
+            finally:  # issue 14: the first connection and the endpoints' clients
+                await endpoint_turns.close(self, self._primary, conn)
 
     # --- Backend: sessions and the server ------------------------------------------------------
 
@@ -156,6 +169,8 @@ class LocalBackend:
         return self.store
 
     def slot_view(self) -> SlotView:
+        if self.endpoints is not None:  # issue 14: every endpoint's slots, grouped
+            return endpoint_turns.slot_view(self)
         return self.keeper
 
     async def stop_server(self) -> None:
@@ -191,9 +206,14 @@ class LocalBackend:
         outcome: Outcome = "cancelled"
         detail = "cancelled"
         try:
+            placed: tuple[int, list[ReplyEvent]] | None = None
+            if self.endpoints is not None:  # issue 14: the session's endpoint, and why
+                placed = await endpoint_turns.before_turn(self)
+                for said in placed[1]:
+                    yield said
             for note in await keeper.warm_resume():
                 yield Notice(note)
-            slot = await keeper.next_slot()
+            slot = await keeper.next_slot() if placed is None else placed[0]
             for attempt in (1, 2):
                 got = _Flag()
                 try:
@@ -207,9 +227,16 @@ class LocalBackend:
                 except NO_DATA as exc:
                     if got.data or attempt == 2:
                         raise
+                    if self.endpoints is not None:  # issue 14: its endpoint may be gone
+                        moved = await endpoint_turns.after_no_data(self)
+                        if moved is not None:
+                            slot = moved[0]
+                            for said in moved[1]:
+                                yield said
+                            continue
                     where = f"slot {slot}" if slot >= 0 else "the slot the server picks"
                     yield Notice(f"no data from llama-server ({exc}); retrying once on {where}")
-            outcome, detail = "completed", self._cost_note()
+            outcome, detail = "completed", endpoint_turns.cost_note(self, self._cost_note())
         except StreamStalled as exc:
             outcome, detail = "error", self._stall_message(exc)
             yield ReplyDone("error", note=f"error · {detail}", partial=True)
@@ -353,6 +380,7 @@ class LocalBackend:
             side_call=side,
             clock=self.wall_clock,
         )
+        endpoint_turns.after_request(self, end, side=side)  # issue 14: endpoint, moved_from
 
     def _cost_note(self) -> str:
         own = [r for r in self.session.requests if not r.side_call]

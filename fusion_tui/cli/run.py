@@ -26,6 +26,7 @@ from typing import Any, TextIO
 import anyio
 
 from fusion_tui.agent.approval import HeadlessApprover
+from fusion_tui.agent.endpoint_run import EndpointRun, place_run
 from fusion_tui.agent.events import (
     AgentEvent,
     Compacted,
@@ -49,6 +50,7 @@ from fusion_tui.agent.session_run import (
 from fusion_tui.agent.tools.workspace import ToolError, Workspace
 from fusion_tui.cli.common import Context, Subparsers, positive
 from fusion_tui.config import Settings
+from fusion_tui.endpoints.session_pins import EndpointPins, wants_endpoints
 from fusion_tui.paths import AppPaths
 from fusion_tui.runtime import Connection, connect, release
 from fusion_tui.server.errors import ServerError
@@ -127,13 +129,23 @@ async def run_task_command(
         seen(store, session, str(workspace.root))
     out = Printer(json_mode=bool(args.json))
     conn: Connection | None = None
+    pins = EndpointPins(settings) if wants_endpoints(settings) else None  # issue 14
     try:
         try:
-            conn = await connect(settings, paths, out.status, model=getattr(args, "model", None))
+            model = getattr(args, "model", None)
+            if pins is None:
+                conn = await connect(settings, paths, out.status, model=model)
+                route = None
+            else:  # several endpoints: the session's endpoint (a move is said on stderr)
+                conn = await pins.connect(connect, settings, paths, out.status, model=model)
+                route = await place_run(pins, conn, session, out.note)
             idle = settings.local_models.request_timeout_ms / 1000
             host = await AgentHost.open(
-                conn, idle_timeout=idle, configured_workers=settings.llm.run_mode.fusion.workers
-            )
+                conn if route is None else route.conn, idle_timeout=idle,
+                configured_workers=settings.llm.run_mode.fusion.workers,
+            )  # fmt: skip
+            if pins is not None and route is not None:
+                host.routing = EndpointRun(pins, route, session.id, out.note)
         except (ServerError, TemplateProbeError) as exc:
             save_failed_turn(store, session, task, str(workspace.root), str(exc))
             out.error(getattr(exc, "message", "") or str(exc))  # one paragraph
@@ -155,9 +167,13 @@ async def run_task_command(
         out.finish(report.outcome, session.id, summary, report.result.steps if report.result else 0)
         return 0 if report.outcome == "completed" else 1
     finally:
-        if conn is not None:
-            with anyio.CancelScope(shield=True):
-                await release(settings, paths, conn)
+        with anyio.CancelScope(shield=True):
+            try:
+                if conn is not None:
+                    await release(settings, paths, conn)
+            finally:
+                if pins is not None:
+                    await pins.aclose()
 
 
 def save_failed_turn(
@@ -197,6 +213,10 @@ class Printer:
     def status(self, status: ServerStatus) -> None:
         if not self.json_mode:
             self._say(f"server: {status.summary()}")
+
+    def note(self, text: str) -> None:
+        """Said on stderr in both modes (an endpoint move, a re-pinned slot)."""
+        self._say(f"fusion-tui run: {text}")
 
     def error(self, text: str) -> None:
         self._say(f"fusion-tui run: {text.splitlines()[0] if text else 'failed'}")
@@ -250,8 +270,9 @@ def describe(event: AgentEvent) -> str:
         total = event.prompt_n + event.cache_n
         first = f"{event.ttft_ms / 1000:.1f} s" if event.ttft_ms is not None else "none"
         ended = "" if event.ended == "ok" else f" · {event.ended}"
+        where = f"{event.endpoint} slot" if event.endpoint else "slot"
         return (
-            f"  {event.purpose} on slot {event.id_slot} · {event.cache_n:,} of {total:,} prompt "
+            f"  {event.purpose} on {where} {event.id_slot} · {event.cache_n:,} of {total:,} prompt "
             f"tokens cached · first token {first} · {event.predicted_per_second:.0f} tok/s{ended}"
         )
     if isinstance(event, ToolFinished):

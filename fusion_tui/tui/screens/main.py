@@ -13,6 +13,7 @@ from textual.screen import Screen
 from textual.widgets import Footer
 
 from fusion_tui.chat.backend import Backend, Unavailable
+from fusion_tui.chat.endpoint_view import GroupedSlotView  # several endpoints (issue 14)
 from fusion_tui.chat.events import (
     LiveStep,  # agent mode: the step in progress
     Notice,
@@ -22,12 +23,14 @@ from fusion_tui.chat.events import (
     StreamEnd,
     TextDelta,
     ToolBlock,  # agent mode: tool-call blocks
+    TurnEndpoint,  # several endpoints (issue 14)
 )
 from fusion_tui.status import ServerStatus, turn_summary
 from fusion_tui.tui.bindings import MAIN_SCREEN_BINDINGS
 from fusion_tui.tui.notices import notify_server_crashed, notify_server_ready
 from fusion_tui.tui.start_failure import notify_start_failed, start_failure_notice
 from fusion_tui.tui.widgets.chat_view import ChatView
+from fusion_tui.tui.widgets.endpoint_slot_map import EndpointSlotMap  # issue 14
 from fusion_tui.tui.widgets.live_step import LiveStepBlock, show_live_step
 from fusion_tui.tui.widgets.prompt_input import PromptInput
 from fusion_tui.tui.widgets.prompt_progress import hide_progress, show_progress
@@ -118,9 +121,14 @@ class MainScreen(Screen[None]):
             return
         if self.query(SlotMap):
             return
-        slot_map = SlotMap(
+        slot_map: SlotMap = SlotMap(
             view.slots, view.slot_owners, prompt_totals_fn=view.prompt_totals, id="slots"
         )
+        if isinstance(view, GroupedSlotView):  # issue 14: slots grouped by endpoint
+            slot_map = EndpointSlotMap(
+                view.endpoint_groups, view.slot_owners, prompt_totals_fn=view.prompt_totals,
+                id="slots",
+            )  # fmt: skip
         await self.query_one("#body").mount(slot_map)
 
     def action_toggle_slot_map(self) -> None:
@@ -280,6 +288,8 @@ class MainScreen(Screen[None]):
                                 severity="error",
                                 markup=False,
                             )
+                    elif isinstance(event, TurnEndpoint):  # issue 14: several endpoints
+                        status.endpoint = event.label
                     elif isinstance(event, ToolBlock):  # agent mode: above the answer
                         await self.chat.mount(ToolCall(event), before=live or message)
                     elif isinstance(event, LiveStep):

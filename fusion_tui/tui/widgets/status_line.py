@@ -39,6 +39,8 @@ class StatusLine(Static):
     """What is happening right now (waiting for a slot, prompt progress)."""
     recent_rate: reactive[float | None] = reactive(None, layout=True)
     """Median decode rate of the last few turns."""
+    endpoint: reactive[str] = reactive("", layout=True)
+    """The endpoint of the turn (set only when several endpoints are configured)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -53,6 +55,8 @@ class StatusLine(Static):
     def render(self) -> str:
         """One line when it fits; else the turn's telemetry goes on a second line, never lost."""
         parts = [replace(self.server, recent_tok_s=self.recent_rate).summary()]
+        if self.endpoint:  # issue 14: several endpoints
+            parts[0] = f"{self.endpoint} · {parts[0]}"
         if self.activity:
             parts.append(self.activity)
         elif self.last_turn:

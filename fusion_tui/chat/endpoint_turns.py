@@ -1,0 +1,201 @@
+"""Provides the plain chat's side of several endpoints (issue 14): where `LocalBackend`'s turn goes.
+
+`LocalBackend` calls these at a few marked places when it holds an `EndpointPins` (more than
+one endpoint configured); with one endpoint it holds none and never comes here. Before a turn the
+session is placed (new, resumed, or its pin checked against `/slots`) and the backend's
+`SlotKeeper` is attached to that endpoint's connection, so the turn, its retry, its side call and
+its slot save all go to the same server. When a request gets no answer and its endpoint is gone,
+the session moves (asking first when the backend has someone to ask: the TUI), and the request
+record says where it ran and where it came from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+from functools import partial
+from typing import Protocol, runtime_checkable
+
+from fusion_tui.chat.endpoint_view import EndpointSlotView
+from fusion_tui.chat.events import Notice, ReplyEvent, TurnEndpoint
+from fusion_tui.chat.slot_keeper import SlotKeeper
+from fusion_tui.config import Settings
+from fusion_tui.endpoints.placement import Placement
+from fusion_tui.endpoints.session_pins import (
+    Connector,
+    EndpointPins,
+    EndpointWait,
+    Route,
+    wants_endpoints,
+)
+from fusion_tui.paths import AppPaths
+from fusion_tui.runtime import Connection, release
+from fusion_tui.server.types import StreamEnd
+from fusion_tui.sessions.model import Session
+
+FailoverAsk = Callable[[Placement], Awaitable[bool]]
+"""Asked before a session moves to another endpoint: True moves (a cold re-read), False waits."""
+
+
+@runtime_checkable
+class FailoverAsker(Protocol):
+    """Someone to ask before a session moves (the TUI's approver); headless: nobody, move."""
+
+    async def ask_failover(self, placed: Placement) -> bool: ...
+
+
+class LocalBackend(Protocol):
+    """What these functions use of `chat.local.LocalBackend` (named so to read as its methods;
+    a protocol, so this module does not import the backend that calls it)."""
+
+    settings: Settings
+    paths: AppPaths
+    keeper: SlotKeeper
+    endpoints: EndpointPins | None
+    endpoint_turn: TurnRoute | None
+    ask_failover: FailoverAsk | None
+
+    @property
+    def session(self) -> Session: ...
+
+
+class ConnectingBackend(Protocol):
+    connector: Connector
+    endpoints: EndpointPins | None
+
+
+def endpoint_pins_for(settings: Settings) -> EndpointPins | None:
+    """An `EndpointPins` when the config lists several endpoints (or a `url:` one), else None."""
+    return EndpointPins(settings) if wants_endpoints(settings) else None
+
+
+def connector(backend: ConnectingBackend) -> Connector:
+    """The backend's connector, or with several endpoints the one that reaches the managed
+    server through it, else the best remote endpoint (`EndpointPins.connect`)."""
+    pins = backend.endpoints
+    return backend.connector if pins is None else partial(pins.connect, backend.connector)
+
+
+@dataclass
+class TurnRoute:
+    """The current turn's endpoint, and where the session came from if it moved."""
+
+    route: Route
+    moved_from: str | None = None
+
+
+def prompt_estimate(backend: LocalBackend) -> int:
+    """The prompt tokens a cold re-read costs: the last request's prompt (cached + evaluated)."""
+    own = [r for r in backend.session.requests if not r.side_call]
+    return own[-1].prompt_n + own[-1].cache_n if own else 0
+
+
+def _attach(backend: LocalBackend, route: Route) -> None:
+    if backend.keeper.conn is not route.conn:
+        backend.keeper.attach(route.conn)
+
+
+async def before_turn(backend: LocalBackend) -> tuple[int, list[ReplyEvent]]:
+    """Place the session's next request and attach the keeper there: (slot, the events that
+    say where: the endpoint, and a note when the placement is worth saying)."""
+    pins = backend.endpoints
+    assert pins is not None
+    session = backend.session
+    here = pins.label_of(backend.keeper.conn)
+    if here is not None:  # the title's side slot is not free for a new session
+        pins.side_slot(here, backend.keeper.side_slot)
+    placed = await pins.place(
+        session.id, pinned_endpoint=session.pinned_endpoint, pinned_slot=session.pinned_slot,
+        resumed=bool(session.requests), prompt_tokens=prompt_estimate(backend),
+    )  # fmt: skip
+    notes: list[ReplyEvent] = []
+    if placed.action == "move" and not await _may_move(backend, placed):
+        raise EndpointWait(f"{placed.reason.split(';')[0]}; waiting (your message is kept)")
+    route = await pins.route(placed)
+    moved = placed.moved_from if placed.action == "move" else None
+    backend.endpoint_turn = TurnRoute(route, moved)
+    _attach(backend, route)
+    if len(pins.labels) > 1:  # the status line names it only with several endpoints
+        notes.append(TurnEndpoint(route.label))
+    if route.note:
+        notes.append(Notice(route.note))
+    return route.slot, notes
+
+
+async def after_no_data(backend: LocalBackend) -> tuple[int, list[ReplyEvent]] | None:
+    """The request got no answer: if its endpoint is gone, the placement elsewhere (slot,
+    notes); None to retry on the same endpoint."""
+    pins, turn = backend.endpoints, backend.endpoint_turn
+    assert pins is not None and turn is not None
+    await pins.watcher.poll_once(labels=(turn.route.label,))
+    health = pins.watcher.latest(turn.route.label)
+    if health is None or health.healthy:
+        return None
+    pins.gone(turn.route.label)
+    before = turn.moved_from or turn.route.label
+    slot, notes = await before_turn(backend)
+    if backend.endpoint_turn is not None and backend.endpoint_turn.route.label != turn.route.label:
+        backend.endpoint_turn.moved_from = before
+    return slot, notes
+
+
+async def _may_move(backend: LocalBackend, placed: Placement) -> bool:
+    ask = backend.ask_failover
+    return True if ask is None else await ask(placed)
+
+
+def after_request(backend: LocalBackend, end: StreamEnd, *, side: bool) -> None:
+    """Mark the request just recorded with its endpoint (and `moved_from`); pin the session."""
+    pins, turn = backend.endpoints, backend.endpoint_turn
+    if pins is None or turn is None:
+        return
+    session = backend.session
+    label = turn.route.label
+    record = session.requests[-1]
+    moved = None if side else turn.moved_from
+    session.requests[-1] = replace(record, endpoint=label, moved_from=moved)
+    if not side:
+        turn.moved_from = None
+        session.pinned_endpoint = label
+        pins.settle(session.id, label, end.id_slot, end.timings.predicted_per_second)
+
+
+def cost_note(backend: LocalBackend, detail: str) -> str:
+    """The turn's note (kept in the session's turn record) names its endpoint when there are
+    several, and says why the placement changed when it did (a re-pin, a move)."""
+    pins, turn = backend.endpoints, backend.endpoint_turn
+    if pins is None or turn is None or not detail:
+        return detail
+    if len(pins.labels) > 1:
+        detail = f"{turn.route.label} · {detail}"
+    placed = turn.route.placement
+    if (placed.repinned and placed.action == "move") or placed.cold_tokens:
+        detail += f" · {placed.reason}"
+    return detail
+
+
+async def close(
+    backend: LocalBackend, primary: Connection | None, attached: Connection | None
+) -> None:
+    """Release the first connection (the managed server's rule) when the keeper was attached
+    elsewhere, then close every client the endpoints made."""
+    pins = backend.endpoints
+    if pins is None:
+        return
+    try:
+        if primary is not None and primary is not attached:
+            await release(backend.settings, backend.paths, primary)
+    finally:
+        await pins.aclose()
+
+
+def slot_view(backend: LocalBackend) -> EndpointSlotView:
+    """The slot map's view: the current endpoint through the keeper, every endpoint grouped."""
+    pins = backend.endpoints
+    assert pins is not None
+
+    def current() -> str | None:
+        turn = backend.endpoint_turn
+        return turn.route.label if turn is not None else pins.label_of(backend.keeper.conn)
+
+    return EndpointSlotView(backend.keeper, pins, current)

@@ -1,0 +1,50 @@
+"""Provides `EndpointSlotView`: the plain chat's slot map over several endpoints (issue 14).
+
+With several endpoints `LocalBackend.slot_view()` answers with this instead of its `SlotKeeper`:
+the same `SlotView` (the current endpoint's slots and owners, through the keeper), plus
+`endpoint_groups()`, every endpoint's slots under its label, model, speed and health, which the
+TUI recognises by the `GroupedSlotView` protocol.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol, runtime_checkable
+
+from fusion_tui.chat.slot_keeper import SlotKeeper
+from fusion_tui.endpoints.session_pins import EndpointPins, slot_groups
+from fusion_tui.endpoints.slot_groups import EndpointSlots
+from fusion_tui.server.types import SlotState
+
+
+@runtime_checkable
+class GroupedSlotView(Protocol):
+    """A slot view that can also group every endpoint's slots."""
+
+    async def endpoint_groups(self) -> list[EndpointSlots]: ...
+
+
+class EndpointSlotView:
+    def __init__(
+        self, keeper: SlotKeeper, pins: EndpointPins, current: Callable[[], str | None]
+    ) -> None:
+        self.keeper = keeper
+        self.pins = pins
+        self.current = current
+
+    async def slots(self) -> list[SlotState]:
+        return await self.keeper.slots()
+
+    def slot_owners(self) -> dict[int, str]:
+        return self.keeper.slot_owners()
+
+    def prompt_totals(self) -> dict[int, int]:
+        return self.keeper.prompt_totals()
+
+    def session_on_slot(self, slot: int) -> str | None:
+        return self.keeper.session_on_slot(slot)
+
+    async def endpoint_groups(self) -> list[EndpointSlots]:
+        """Probe every endpoint (bounded) and group its slots."""
+        await self.pins.watcher.poll_once()
+        return slot_groups(self.pins, self.current(), self.keeper.slot_owners())

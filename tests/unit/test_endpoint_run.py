@@ -1,0 +1,106 @@
+"""`EndpointRun.completion` (issue 14) against two fake llama-servers: a slot another client keeps
+busy is never named (the request goes to a free slot and the note says why); a request whose
+endpoint went away moves to the other endpoint once, said, and its event carries `moved_from`."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import replace
+
+import httpx
+import pytest
+
+from fusion_tui.agent.endpoint_run import EndpointRun, place_run
+from fusion_tui.agent.events import RequestDone
+from fusion_tui.config import Settings
+from fusion_tui.config.settings import EndpointSettings, ServerSettings
+from fusion_tui.endpoints.session_pins import EndpointPins
+from fusion_tui.server.types import StreamEnd
+from fusion_tui.sessions.model import Session
+from fusion_tui.slots.gate import SlotGate
+from tests.fakes.fake_server import FakeLlamaServer, Reply
+
+
+@pytest.fixture
+def two() -> Iterator[tuple[FakeLlamaServer, FakeLlamaServer]]:
+    with (
+        FakeLlamaServer(total_slots=2, n_ctx=4096) as a,
+        FakeLlamaServer(total_slots=2, n_ctx=4096) as b,
+    ):
+        yield a, b
+
+
+def pins_for(a: FakeLlamaServer, b: FakeLlamaServer) -> EndpointPins:
+    eps = (EndpointSettings(url=a.url, label="alpha"), EndpointSettings(url=b.url, label="beta"))
+    return EndpointPins(Settings(server=ServerSettings(endpoints=eps)))
+
+
+async def started(pins: EndpointPins, notes: list[str]) -> EndpointRun:
+    session = Session.new()
+    conn = await pins.connect(None, None, None, None)  # type: ignore[arg-type]
+    route = await place_run(pins, conn, session, notes.append)
+    return EndpointRun(pins, route, session.id, notes.append)
+
+
+async def ask(run: EndpointRun, slot: int) -> StreamEnd:
+    completion = run.completion(SlotGate(lambda: 2), 5.0, None)
+    body = {"prompt": "hi there", "id_slot": slot, "stream": True, "n_predict": 4}
+    ends = [e async for e in completion(body) if isinstance(e, StreamEnd)]
+    return ends[-1]
+
+
+def done(end: StreamEnd) -> RequestDone:
+    return RequestDone(0, "step", end.id_slot, end.timings.prompt_n, end.timings.cache_n, 1,
+                       1.0, 10.0, 5.0, 8)  # fmt: skip
+
+
+async def test_a_slot_another_client_keeps_busy_is_never_named(
+    two: tuple[FakeLlamaServer, FakeLlamaServer],
+) -> None:
+    a, b = two
+    pins = pins_for(a, b)
+    notes: list[str] = []
+    run = await started(pins, notes)
+    assert run.label == "alpha"
+    a.script(Reply(hang="prompt"))
+    other = threading.Thread(
+        target=lambda: httpx.post(
+            f"{a.url}/completion", json={"prompt": "someone else", "id_slot": 0}, timeout=10
+        )
+    )
+    other.start()
+    try:
+        for _ in range(100):
+            if any(s["is_processing"] for s in a.slot_json()):
+                break
+            threading.Event().wait(0.02)
+        end = await ask(run, 0)
+    finally:
+        a.release()
+        other.join(10)
+        await pins.aclose()
+    assert end.id_slot == 1
+    assert any("slot 0 on alpha is busy with another client's work" in n for n in notes)
+
+
+async def test_a_gone_endpoint_moves_the_request_once_and_marks_it(
+    two: tuple[FakeLlamaServer, FakeLlamaServer],
+) -> None:
+    a, b = two
+    pins = pins_for(a, b)
+    notes: list[str] = []
+    run = await started(pins, notes)
+    first = run.annotate(done(await ask(run, 0)), main=True)
+    assert (first.endpoint, first.moved_from) == ("alpha", None)
+    a.stop()
+    try:
+        end = await ask(run, 0)
+    finally:
+        await pins.aclose()
+    moved = run.annotate(done(end), main=True)
+    assert (moved.endpoint, moved.moved_from) == ("beta", "alpha")
+    assert run.label == "beta" and len(b.requests) > 0
+    assert any("alpha is unreachable" in n and "moving to beta" in n for n in notes)
+    again = run.annotate(replace(done(end)), main=True)
+    assert again.moved_from is None  # only the first request after the move

@@ -1,0 +1,85 @@
+"""`fusion-tui run` over two endpoints (issue 14), against two fake llama-servers: request events
+carry `endpoint`; a session whose endpoint is gone moves by default, says so on stderr, and marks
+the request event with `moved_from`; the user's words are kept."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fusion_tui import cli
+from fusion_tui.paths import AppPaths
+from fusion_tui.sessions.store import SessionStore
+from tests.fakes.fake_server import FakeLlamaServer, Reply
+
+
+def act(tool: str, **args: Any) -> Reply:
+    return Reply(text=[json.dumps({"tool": tool, "args": args})], prompt_seconds=0.01)
+
+
+@pytest.fixture
+def two(app_home: AppPaths) -> Iterator[tuple[FakeLlamaServer, FakeLlamaServer]]:
+    with (
+        FakeLlamaServer(total_slots=2, n_ctx=8192) as a,
+        FakeLlamaServer(total_slots=2, n_ctx=8192) as b,
+    ):
+        app_home.config_dir.mkdir(parents=True, exist_ok=True)
+        app_home.config_file.write_text(
+            "version: 3\nserver:\n  endpoints:\n"
+            f"    - url: {a.url}\n      label: alpha\n"
+            f"    - url: {b.url}\n      label: beta\n"
+        )
+        yield a, b
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "notes.md").write_text("# notes\n")
+    return root
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = cli.main(["run", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def requests(out: str) -> list[dict[str, Any]]:
+    return [e for e in map(json.loads, out.splitlines()) if e["event"] == "request"]
+
+
+def test_request_events_carry_the_endpoint_and_a_move_is_said_and_marked(
+    two: tuple[FakeLlamaServer, FakeLlamaServer],
+    ws: Path,
+    app_home: AppPaths,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    a, b = two
+    a.script(act("list_dir"), act("finish", summary="one file"))
+    code, out, err = run(capsys, "list the files", "--workspace", str(ws), "--json")
+    assert code == 0, err
+    first = requests(out)
+    assert [r["endpoint"] for r in first] == ["alpha", "alpha"]
+    assert all("moved_from" not in r for r in first)
+    sid = json.loads(out.splitlines()[-1])["session"]
+    saved = SessionStore.default(app_home).load(sid)
+    assert saved.pinned_endpoint == "alpha"
+    assert [r.endpoint for r in saved.requests] == ["alpha", "alpha"]
+
+    a.stop()
+    b.script(act("finish", summary="still here"))
+    code, out, err = run(capsys, "go on", "--session", sid, "--json")
+    assert code == 0, err
+    second = requests(out)
+    assert second[0]["endpoint"] == "beta" and second[0]["moved_from"] == "alpha"
+    assert "moving to beta" in err and "cold re-read of" in err
+    saved = SessionStore.default(app_home).load(sid)
+    assert saved.pinned_endpoint == "beta"
+    assert [m.content for m in saved.messages if m.role == "user"] == ["list the files", "go on"]
+    assert (saved.requests[-1].endpoint, saved.requests[-1].moved_from) == ("beta", "alpha")
