@@ -12,7 +12,6 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.theme import Theme
-from textual.widgets import Input, TextArea
 
 from fusion_tui.chat.backend import Backend, StatusCallback
 from fusion_tui.chat.factory import BackendFactory, make_backend
@@ -172,15 +171,7 @@ class FusionApp(App[None]):
             ("Prompt box", prompt),
         ]
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "toggle_help" and parameters == ("typed",):
-            # `?` is a character first: it opens help only from an empty prompt box
-            focused = self.focused
-            if isinstance(focused, Input) or (isinstance(focused, TextArea) and focused.text):
-                return False
-        return True
-
-    def action_toggle_help(self, how: str = "") -> None:
+    def action_toggle_help(self) -> None:
         if isinstance(self.screen, HelpScreen):
             self.screen.dismiss()
             return

@@ -54,11 +54,5 @@ class PromptInput(TextArea):
             self.post_message(self.Submitted(self, text))
             self.clear()
 
-    def check_consume_key(self, key: str, character: str | None = None) -> bool:
-        """An empty box lets `?` through to the help binding; otherwise it is just a `?`."""
-        if key == "question_mark" and not self.text:
-            return False
-        return super().check_consume_key(key, character)
-
     def action_newline(self) -> None:
         self.insert("\n")
