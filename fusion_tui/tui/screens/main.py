@@ -33,12 +33,17 @@ from fusion_tui.tui.widgets.slot_map import SlotMap
 from fusion_tui.tui.widgets.status_line import StatusLine
 from fusion_tui.tui.widgets.tool_call import ToolCall
 
+QUIT_WINDOW_S = 3.0
+"""How long after one idle Ctrl+C a second one quits."""
+
 
 class MainScreen(Screen[None]):
     """The session: what was said, what is being said, and what the server is doing."""
 
     BINDINGS = [
         Binding("escape", "cancel_reply", "Cancel", id="cancel"),
+        # Ctrl+C: a selection in the prompt box copies (TextArea's own binding); else this
+        Binding("ctrl+c", "interrupt", show=False),
         Binding("ctrl+l", "focus_prompt", "Prompt", id="focus-prompt", show=False),
         Binding("f5", "relaunch_server", "Relaunch server", id="relaunch-server", show=False),
         *MAIN_SCREEN_BINDINGS,
@@ -54,6 +59,8 @@ class MainScreen(Screen[None]):
         self.backend = backend
         self.autostart = autostart
         self.server_status = ServerStatus()
+        self._quit_armed = False
+        """Ctrl+C was pressed once while idle: a second press quits."""
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="body"), Vertical(id="chat-column"):
@@ -288,6 +295,29 @@ class MainScreen(Screen[None]):
 
     def action_cancel_reply(self) -> None:
         self.workers.cancel_group(self, "reply")
+
+    def action_interrupt(self) -> None:
+        """Ctrl+C: cancel a running reply first (the partial answer kept, as Esc); when idle,
+        quit on a second press within a few seconds (one stray press loses nothing)."""
+        if self.reply_running:
+            self.action_cancel_reply()
+            return
+        if self._quit_armed:
+            self.app.exit()
+            return
+        self._quit_armed = True
+        self.set_timer(QUIT_WINDOW_S, self._disarm_quit)
+        self.app.notify(
+            f"Press Ctrl+C again to quit ({self.app_quit_key} quits at once).", title="Quit?"
+        )
+
+    def _disarm_quit(self) -> None:
+        self._quit_armed = False
+
+    @property
+    def app_quit_key(self) -> str:
+        key_for = getattr(self.app, "key_for", None)
+        return (key_for("quit") if key_for else "") or "Ctrl+Q"
 
     def action_focus_prompt(self) -> None:
         self.query_one(PromptInput).focus()
