@@ -37,7 +37,14 @@ from fusion_tui.agent.session_run import (
     open_session,
 )
 from fusion_tui.agent.tools.workspace import Workspace
-from fusion_tui.chat.backend import SessionCatalog, SlotView, StatusCallback, Unavailable
+from fusion_tui.chat.backend import (
+    Said,
+    SessionCatalog,
+    SlotView,
+    StatusCallback,
+    Unavailable,
+    said,
+)
 from fusion_tui.chat.events import Notice, ReplyDone, ReplyEvent, ToolBlock
 from fusion_tui.config import Settings
 from fusion_tui.paths import AppPaths
@@ -201,11 +208,11 @@ class AgentBackend:
     def slot_view(self) -> SlotView | None:
         return None
 
-    def history(self) -> list[tuple[str, str]]:
+    def history(self) -> list[Said]:
         return [
-            (m.role, m.content)
+            said(m)
             for m in self.session.messages
-            if m.role in ("user", "assistant") and m.content
+            if m.role in ("user", "assistant") and (m.content or m.partial)
         ]
 
     async def close(self) -> None:

@@ -17,7 +17,14 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
-from fusion_tui.chat.backend import SessionCatalog, SlotView, StatusCallback, Unavailable
+from fusion_tui.chat.backend import (
+    Said,
+    SessionCatalog,
+    SlotView,
+    StatusCallback,
+    Unavailable,
+    said,
+)
 from fusion_tui.chat.events import Notice, Progress, ReplyDone, ReplyEvent
 from fusion_tui.chat.slot_keeper import SlotKeeper
 from fusion_tui.chat.titles import TITLE_TOKENS, clean_title, title_messages
@@ -121,10 +128,8 @@ class LocalBackend:
         self.keeper.attach(conn)
         return conn.status
 
-    def history(self) -> list[tuple[str, str]]:
-        return [
-            (m.role, m.content) for m in self.session.messages if m.role in ("user", "assistant")
-        ]
+    def history(self) -> list[Said]:
+        return [said(m) for m in self.session.messages if m.role in ("user", "assistant")]
 
     async def close(self) -> None:
         """Save the session's slot, close the client; stop the daemon this app launched (after

@@ -81,10 +81,16 @@ class MainScreen(Screen[None]):
         prompt = self.query_one(PromptInput)
         prompt.cursor_blink = self.app_cursor_blink
         prompt.focus()
-        for role, text in self.backend.history():
-            await self.chat.add_message(role, text)
+        await self.draw_history()
         if self.autostart:
             self.start_server()
+
+    async def draw_history(self) -> None:
+        """The session's messages; a turn cut short keeps its mark ("cancelled") on resume."""
+        for said in self.backend.history():
+            message = await self.chat.add_message(said.role, said.text)
+            if said.partial_reason:
+                await message.finish(cut_short_note(said.partial_reason, said.text), partial=True)
 
     @property
     def app_cursor_blink(self) -> bool:
@@ -162,8 +168,7 @@ class MainScreen(Screen[None]):
         for slot_map in self.query(SlotMap):
             await slot_map.remove()
         await self.chat.clear_messages()
-        for role, text in backend.history():
-            await self.chat.add_message(role, text)
+        await self.draw_history()
         self.status_line.last_turn = ""
         self.report_status(status)
         notify_server_ready(self.app, status)
@@ -216,8 +221,7 @@ class MainScreen(Screen[None]):
             self.app.notify(str(exc).splitlines()[0], title="Sessions", severity="error")
             return
         await self.chat.clear_messages()
-        for role, text in self.backend.history():
-            await self.chat.add_message(role, text)
+        await self.draw_history()
 
     @on(PromptInput.Submitted)
     async def send(self, event: PromptInput.Submitted) -> None:
@@ -241,7 +245,7 @@ class MainScreen(Screen[None]):
 
     @property
     def first_turn(self) -> bool:
-        return sum(1 for role, _ in self.backend.history() if role == "user") == 1
+        return sum(1 for said in self.backend.history() if said.role == "user") == 1
 
     @property
     def reply_running(self) -> bool:
@@ -251,6 +255,8 @@ class MainScreen(Screen[None]):
     async def run_reply(self, text: str) -> None:
         message = await self.chat.add_message("assistant")
         status = self.status_line
+        measured = False
+        """A request of this turn reported its telemetry."""
         try:
             async with aclosing(self.backend.reply(text)) as events:
                 async for event in events:
@@ -265,18 +271,22 @@ class MainScreen(Screen[None]):
                     elif isinstance(event, Notice):
                         status.activity = event.text
                     elif isinstance(event, StreamEnd):
+                        measured = True
                         status.turn_finished(
                             event.timings, turn_summary(event.timings, event.id_slot)
                         )
                     elif isinstance(event, ReplyDone):
                         status.activity = ""
+                        if event.outcome != "completed" and not measured:
+                            status.last_turn = f"last turn {event.outcome}"  # not the one before
                         await message.finish(event.note, partial=event.partial)
                         if event.outcome == "completed" and self.first_turn:
                             self.make_title()
                         elif event.outcome == "error":
+                            kept = "the partial answer and " if message.text.strip() else ""
                             self.app.notify(
-                                f"{event.note}\nF5 relaunches the server; the partial answer "
-                                "and the session are saved.",
+                                f"{event.note}\nF5 relaunches the server; {kept}the session "
+                                "is saved.",
                                 title="Turn failed",
                                 severity="error",
                                 markup=False,
@@ -285,7 +295,8 @@ class MainScreen(Screen[None]):
                         await self.chat.mount(ToolCall(event), before=message)
         except asyncio.CancelledError:
             status.activity = ""
-            await message.finish("cancelled · partial answer kept", partial=True)
+            status.last_turn = "last turn cancelled"
+            await message.finish(cut_short_note("cancelled", message.text), partial=True)
             raise
         except Exception as exc:
             status.activity = ""
@@ -329,6 +340,12 @@ class MainScreen(Screen[None]):
 
     def on_worker_state_changed(self) -> None:
         self.refresh_bindings()
+
+
+def cut_short_note(reason: str, text: str) -> str:
+    """The footnote of a turn that did not finish: why, and whether anything was kept."""
+    kept = "partial answer kept" if text.strip() else "nothing was generated"
+    return f"{reason} · {kept}"
 
 
 def progress_text(event: PromptProgress) -> str:
