@@ -32,6 +32,7 @@ from fusion_tui.tui.widgets.prompt_progress import hide_progress, show_progress
 from fusion_tui.tui.widgets.slot_map import SlotMap
 from fusion_tui.tui.widgets.status_line import StatusLine
 from fusion_tui.tui.widgets.tool_call import ToolCall
+from fusion_tui.tui.widgets.welcome import Welcome
 
 QUIT_WINDOW_S = 3.0
 """How long after one idle Ctrl+C a second one quits."""
@@ -87,10 +88,23 @@ class MainScreen(Screen[None]):
 
     async def draw_history(self) -> None:
         """The session's messages; a turn cut short keeps its mark ("cancelled") on resume."""
-        for said in self.backend.history():
+        history = self.backend.history()
+        for said in history:
             message = await self.chat.add_message(said.role, said.text)
             if said.partial_reason:
                 await message.finish(cut_short_note(said.partial_reason, said.text), partial=True)
+        if not history:
+            await self.show_welcome()
+
+    async def show_welcome(self) -> None:
+        """An empty chat says what to do: the model, how to send, the keys that matter."""
+        if self.chat.query(Welcome):
+            return
+        key_for = getattr(self.app, "key_for", None) or (lambda _id: "")
+        workspace = getattr(self.app, "workspace", None)
+        await self.chat.mount(
+            Welcome(self.server_status, key_for, workspace=str(workspace) if workspace else None)
+        )
 
     @property
     def app_cursor_blink(self) -> bool:
@@ -99,6 +113,8 @@ class MainScreen(Screen[None]):
     def report_status(self, status: ServerStatus) -> None:
         self.server_status = status
         self.status_line.server = status
+        for welcome in self.query(Welcome):
+            welcome.update_status(status)
 
     @work(exclusive=True, group="server-start", exit_on_error=False)
     async def start_server(self) -> None:
@@ -191,6 +207,7 @@ class MainScreen(Screen[None]):
             return
         await self.chat.clear_messages()
         self.status_line.last_turn = ""
+        await self.show_welcome()
 
     async def action_relaunch_server(self) -> None:
         """After a crash: close what is left, then connect again (adopt or launch)."""
