@@ -37,6 +37,7 @@ from fusion_tui.agent.session_run import (
     open_session,
 )
 from fusion_tui.agent.tools.workspace import Workspace
+from fusion_tui.chat.agent_slots import AgentSlots
 from fusion_tui.chat.backend import (
     Said,
     SessionCatalog,
@@ -206,7 +207,7 @@ class AgentBackend:
         raise Unavailable("This backend does not own a server.")
 
     def slot_view(self) -> SlotView | None:
-        return None
+        return AgentSlots(self) if self.conn is not None else None
 
     def history(self) -> list[Said]:
         return [

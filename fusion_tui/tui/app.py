@@ -249,15 +249,18 @@ class FusionApp(App[None]):
 
         await self.backend.close()
         self._backend_released = True
+        main = self._main_screen()
+        if main is not None:  # the map behind the wizard: the server coming, not the gone one
+            await main.server_replaced(Path(model).name if model else "the model")
 
         def relay(status: ServerStatus) -> None:
-            """Stages to the wizard; a ready status (also the probe's, which lands after the
-            wizard closed) to the main screen's status line too."""
+            """Stages to the wizard and to the main screen's status line (the server being
+            launched, also the probe's ready, which lands after the wizard closed)."""
             if report is not None:
                 with contextlib.suppress(Exception):  # the wizard may be gone
                     report(status)
             main = self._main_screen()
-            if main is not None and status.state in ("ready", "error"):
+            if main is not None:
                 main.report_status(status)
 
         return await connect(settings, paths, relay, model=model, parallel=parallel, ctx=ctx)

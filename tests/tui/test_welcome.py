@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from textual.widgets import Static
-
 from fusion_tui.config import Settings
 from fusion_tui.config.settings import UISettings
 from fusion_tui.tui.app import build_app
@@ -18,7 +16,7 @@ async def test_an_empty_chat_welcomes_with_the_model_and_the_keys_until_the_firs
     async with app.run_test(size=(80, 24)) as pilot:
         await app.screen.workers.wait_for_complete()
         await pilot.pause()
-        text = str(app.screen.query_one(Welcome, Static).render())
+        text = str(app.screen.query_one(Welcome).render())
         assert "SmolLM2-135M-Instruct · 4 slots × 4,096 ctx" in text
         for key, what in [
             ("^r", "resume a saved session"),

@@ -10,7 +10,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer
+from textual.widgets import Footer, Static
 
 from fusion_tui.chat.backend import Backend, Unavailable
 from fusion_tui.chat.events import (
@@ -53,6 +53,10 @@ class MainScreen(Screen[None]):
     DEFAULT_CSS = """
     MainScreen > #body { height: 1fr; }
     MainScreen #chat-column { width: 1fr; }
+    MainScreen #slots-pending {
+        width: 46; height: 1fr; padding: 0 0 0 1;
+        border-left: vkey $panel-lighten-2; color: $text-muted;
+    }
     """
 
     def __init__(self, backend: Backend, *, autostart: bool = True) -> None:
@@ -115,6 +119,8 @@ class MainScreen(Screen[None]):
         self.status_line.server = status
         for welcome in self.query(Welcome):
             welcome.update_status(status)
+        if status.state in ("ready", "error", "stopped"):
+            self.query("#slots-pending").remove()  # the launch placeholder's time is over
 
     @work(exclusive=True, group="server-start", exit_on_error=False)
     async def start_server(self) -> None:
@@ -153,6 +159,18 @@ class MainScreen(Screen[None]):
     def action_toggle_slot_map(self) -> None:
         for slot_map in self.query(SlotMap):
             slot_map.display = not slot_map.display
+        if not self.query(SlotMap):
+            self.app.notify("The slot map appears once a server is up (F2 launches one).")
+
+    async def server_replaced(self, model: str) -> None:
+        """The launch wizard closed the old server to launch `model`: its slot map goes, and
+        a placeholder says which server the next map will show."""
+        for slot_map in self.query(SlotMap):
+            await slot_map.remove()
+        await self.query("#slots-pending").remove()
+        note = Static(f"slots\n\nlaunching {model}…", id="slots-pending", markup=False)
+        await self.query_one("#body").mount(note)
+        self.report_status(ServerStatus(state="starting", model=model))
 
     @on(SlotMap.SlotSelected)
     async def open_slot_session(self, event: SlotMap.SlotSelected) -> None:
