@@ -198,6 +198,9 @@ class AgentBackend:
     def sessions(self) -> SessionCatalog:
         return self.store
 
+    def current_session_id(self) -> str | None:
+        return self.session.id
+
     async def make_title(self) -> str | None:
         return None  # the first message titles an agent session
 

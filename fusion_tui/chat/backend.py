@@ -114,6 +114,10 @@ class Backend(Protocol):
         """The saved sessions, or None when this backend keeps none."""
         ...
 
+    def current_session_id(self) -> str | None:
+        """The open session's id (a relaunch resumes it), or None when it is not kept."""
+        ...
+
     async def make_title(self) -> str | None:
         """Name the session after its first turn (a side call); None when nothing came of it."""
         ...

@@ -160,6 +160,9 @@ class LocalBackend:
     def sessions(self) -> SessionCatalog:
         return self.store
 
+    def current_session_id(self) -> str | None:
+        return self.session.id
+
     def slot_view(self) -> SlotView:
         return self.keeper
 

@@ -103,6 +103,9 @@ class ScriptedBackend:
     def sessions(self) -> SessionCatalog | None:
         return None
 
+    def current_session_id(self) -> str | None:
+        return None
+
     async def make_title(self) -> str | None:
         return None
 
