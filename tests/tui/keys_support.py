@@ -26,12 +26,17 @@ NAMED = {
 }
 
 
-def burst(app: App[Any], text: str) -> None:
-    """Queue one key event per character of `text` (`\\r` is Enter), as the driver would."""
+def burst(app: App[Any], *parts: str) -> None:
+    """Queue one key event per character of each part (`\\r` is Enter), as the driver would;
+    a part such as "ctrl+j" is that one key."""
     driver = app._driver  # the same entry point Pilot uses, minus its waits
     assert driver is not None
-    for char in text:
-        key = NAMED.get(char, char)
-        event = events.Key(key, char if key != "enter" else "\r")
-        event.set_sender(app)
-        driver.send_message(event)
+    for part in parts:
+        if part.startswith("ctrl+"):
+            pairs = [(part, None)]
+        else:
+            pairs = [(NAMED.get(c, c), "\r" if c == "\r" else c) for c in part]
+        for key, char in pairs:
+            event = events.Key(key, char)
+            event.set_sender(app)
+            driver.send_message(event)

@@ -57,3 +57,16 @@ async def test_pilot_keys_with_question_marks_stay_text_even_in_an_empty_box() -
         await pilot.press("f1")  # help stays one key away
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
+
+
+async def test_a_burst_with_new_lines_keeps_their_order_and_sends_it_all() -> None:
+    backend = ScriptedBackend([["ok"]])
+    app = build_app(SETTINGS, backend)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.screen.workers.wait_for_complete()
+        burst(app, "def f():", "ctrl+j", "    return 1", "ctrl+j", "done?\r")
+        await pilot.pause(0.3)
+        await _main(app).workers.wait_for_complete()
+        await pilot.pause()
+        assert backend.sent == ["def f():\n    return 1\ndone?"]
+        assert app.screen.query_one(PromptInput).text == ""
