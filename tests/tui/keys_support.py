@@ -32,6 +32,7 @@ def burst(app: App[Any], *parts: str) -> None:
     driver = app._driver  # the same entry point Pilot uses, minus its waits
     assert driver is not None
     for part in parts:
+        pairs: list[tuple[str, str | None]]
         if part.startswith("ctrl+"):
             pairs = [(part, None)]
         else:
