@@ -29,7 +29,7 @@ from fusion_tui.tui.start_failure import notify_start_failed, start_failure_noti
 from fusion_tui.tui.widgets.chat_view import ChatView
 from fusion_tui.tui.widgets.prompt_input import PromptInput
 from fusion_tui.tui.widgets.prompt_progress import hide_progress, show_progress
-from fusion_tui.tui.widgets.slot_map import SlotMap
+from fusion_tui.tui.widgets.slot_map import NARROW_BELOW, SlotMap
 from fusion_tui.tui.widgets.status_line import StatusLine
 from fusion_tui.tui.widgets.tool_call import ToolCall
 from fusion_tui.tui.widgets.welcome import Welcome
@@ -56,6 +56,9 @@ class MainScreen(Screen[None]):
     MainScreen #slots-pending {
         width: 46; height: 1fr; padding: 0 0 0 1;
         border-left: vkey $panel-lighten-2; color: $text-muted;
+    }
+    MainScreen #slots-pending.-narrow {
+        dock: top; width: 100%; height: 1; border-left: none; padding: 0 1; background: $panel;
     }
     """
 
@@ -168,7 +171,9 @@ class MainScreen(Screen[None]):
         for slot_map in self.query(SlotMap):
             await slot_map.remove()
         await self.query("#slots-pending").remove()
-        note = Static(f"slots\n\nlaunching {model}…", id="slots-pending", markup=False)
+        narrow = self.app.size.width < NARROW_BELOW  # as the map itself: one line on top
+        text = f"slots · launching {model}…" if narrow else f"slots\n\nlaunching {model}…"
+        note = Static(text, id="slots-pending", markup=False, classes="-narrow" if narrow else "")
         await self.query_one("#body").mount(note)
         self.report_status(ServerStatus(state="starting", model=model))
 
