@@ -9,7 +9,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-Outcome = Literal["completed", "cancelled", "time_ceiling", "max_steps", "error"]
+Outcome = Literal[
+    "completed", "cancelled", "time_ceiling", "max_steps", "error", "stuck", "no_answer"
+]
+"""`stuck`: the loop guard stopped a repeated failing call (`loop_guard.py`); `no_answer`: the
+model finished without a real summary (empty, or a placeholder of ours; `finish_check.py`)."""
 RequestPurpose = Literal["step", "repair", "summary", "compaction"]
 
 
@@ -28,11 +32,46 @@ class TokenDelta:
 
 
 @dataclass(frozen=True)
+class RequestSent:
+    """A request of a step went out; until progress or a token arrives the step is waiting for
+    the server (`id_slot` -1: for whichever slot the server picks)."""
+
+    step: int
+    purpose: RequestPurpose
+    id_slot: int
+    prompt_chars: int
+
+
+@dataclass(frozen=True)
 class PromptProgressed:
     step: int
     total: int
     cache: int
     processed: int
+    tok_s: float | None = None
+    """Prompt evaluation rate since the first progress report of this request (None at first)."""
+    purpose: RequestPurpose = "step"
+
+
+@dataclass(frozen=True)
+class StepDraft:
+    """The step's output so far, read leniently (`partial_action.py`); sent throttled while the
+    model writes (at most every DRAFT_INTERVAL_S) and once more with `done` at the stream's end.
+
+    `tool`/`args`: the action forming (`tool` None until its name is complete); `summary`: the
+    finish text so far; `text`: the raw output so far; `predicted_n`: tokens so far (one per
+    streamed piece); `tok_s`: generation rate since the first token.
+    """
+
+    step: int
+    purpose: RequestPurpose
+    text: str
+    tool: str | None
+    args: dict[str, Any]
+    summary: str | None
+    predicted_n: int
+    tok_s: float | None
+    done: bool = False
 
 
 @dataclass(frozen=True)
@@ -68,6 +107,23 @@ class ToolFinished:
     result: str
     duration_ms: float
     detail: str = ""
+
+
+@dataclass(frozen=True)
+class RepeatBlocked:
+    """The loop guard refused to run a call that failed the same way `failures` times in a row.
+
+    `stuck` False: the model got the corrective message `message` instead of the call's result;
+    True: it repeated the call after that, and the task ends with the outcome `stuck`.
+    """
+
+    step: int
+    name: str
+    args: dict[str, Any]
+    error: str
+    failures: int
+    message: str
+    stuck: bool = False
 
 
 @dataclass(frozen=True)
@@ -109,11 +165,14 @@ class WorkerEvent:
 AgentEvent = (
     StepStarted
     | TokenDelta
+    | RequestSent
     | PromptProgressed
+    | StepDraft
     | RequestDone
     | ToolStarted
     | ToolFinished
     | StepFailed
+    | RepeatBlocked
     | Compacted
     | TaskOutcome
     | WorkerEvent
@@ -121,10 +180,27 @@ AgentEvent = (
 EventSink = Callable[[AgentEvent], None]
 
 
+def first_line(text: str, limit: int = 300) -> str:
+    """The first non-empty line of a tool's result, cut to `limit` characters."""
+    for line in text.splitlines():
+        if line.strip():
+            line = line.strip()
+            return line if len(line) <= limit else line[: limit - 1] + "…"
+    return ""
+
+
+def tool_error(event: ToolFinished) -> str:
+    """Why a tool call failed, in one line: the same text in `run --json` and the human output."""
+    return first_line(event.result) or "failed"
+
+
 def to_json_line(event: AgentEvent) -> dict[str, Any] | None:
     """The `fusion-tui run --json` line for an event, or None for events it does not print."""
     if isinstance(event, ToolFinished):
-        return {"event": "tool", "name": event.name, "ok": event.ok}
+        line: dict[str, Any] = {"event": "tool", "name": event.name, "ok": event.ok}
+        if not event.ok:
+            line["error"] = tool_error(event)
+        return line
     if isinstance(event, TaskOutcome):
         return {"event": "outcome", "outcome": event.outcome, "session": event.session_id}
     if isinstance(event, RequestDone):

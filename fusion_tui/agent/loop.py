@@ -2,7 +2,9 @@
 
 Outcomes: `completed` (the model called finish), `cancelled` (the user), `time_ceiling` (the task
 ceiling fired; a summary step ran on its own deadline), `max_steps` (step limit, or a summary
-that overran its deadline), `error` (the server failed, or steps kept failing).
+that overran its deadline), `error` (the server failed, or steps kept failing), `stuck` (the
+same failing call again after the loop guard's warning, `loop_guard.py`), `no_answer` (finish
+with an empty summary or a placeholder of ours, twice: `finish_check.py`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from fusion_tui.agent.events import (
     Compacted,
     EventSink,
     Outcome,
+    RepeatBlocked,
     RequestDone,
     RequestPurpose,
     StepFailed,
@@ -31,6 +34,8 @@ from fusion_tui.agent.events import (
     ToolFinished,
     ToolStarted,
 )
+from fusion_tui.agent.finish_check import RETRY_NOTE, finish_problem, no_answer_reason
+from fusion_tui.agent.loop_guard import LoopGuard
 from fusion_tui.agent.prompt import (
     ContextMeter,
     PrefixReuse,
@@ -44,6 +49,7 @@ from fusion_tui.agent.request import CompletionFn, Reply, SlotChooser, stream_re
 from fusion_tui.agent.tools import ToolContext, ToolResult
 from fusion_tui.agent.tools.registry import CORE_TOOLS, DELEGATE, FINISH, RUNNERS
 from fusion_tui.agent.tools.workspace import ToolError, Workspace
+from fusion_tui.agent.workspace_facts import task_prefix
 from fusion_tui.clock import Clock, MonotonicClock
 from fusion_tui.server.errors import ContextExceeded
 
@@ -81,6 +87,9 @@ class AgentDeps:
     tools: tuple[ToolSpec, ...] = CORE_TOOLS
     delegate: DelegatePolicy | None = None
     """When set, the `delegate` tool is offered (workers run under this policy)."""
+    workspace_facts: bool = True
+    """Add the workspace's top-level files and real-path examples to the task's system message
+    (`workspace_facts.py`); off only to measure the old prompt."""
 
 
 def tools_for(deps_tools: tuple[ToolSpec, ...], with_delegate: bool) -> tuple[ToolSpec, ...]:
@@ -123,12 +132,18 @@ class _Run:
         self.ceiling = self.started + config.max_duration_ms / 1000
         self.tools = tools_for(deps.tools, deps.delegate is not None)
         self.schema = step_schema(self.tools)
-        self.packer = resume or PromptPacker(deps.frame, deps.stable_prefix)
+        stable = deps.stable_prefix
+        if deps.workspace_facts:  # once per task: part of the cached prefix, byte-stable
+            stable = task_prefix(stable, deps.workspace)
+        if resume is not None:
+            resume.set_stable(stable)
+        self.packer = resume or PromptPacker(deps.frame, stable)
         self.meter = ContextMeter(deps.n_ctx)
         self.slot = deps.slots.slot_for(session_id)
         self.step = 0
         self.requests: list[RequestDone] = []
         self.archived: list[dict[str, Any]] = []
+        self.guard = LoopGuard()
         self.ctx = ToolContext(
             deps.workspace, deps.gate, lambda: self.cancel.cancelled, config.shell_timeout_s
         )
@@ -329,13 +344,13 @@ class _Run:
             summary = str(parse_step(reply.text, (FINISH,)).args["summary"])
         except StepInvalid:
             summary = reply.text
-        return reason, summary
+        return reason, "" if finish_problem(summary) else summary
 
     async def run(self) -> tuple[Outcome, str, str]:
         pending: tuple[str, str] | None = None
         if not self.packer.awaiting_reply:
             pending = (self.task + self.tail(), "task")
-        failed = 0
+        failed, bad_finish = 0, False
         while True:
             if self.step > 0 and self.clock.now() >= self.ceiling:  # a tool ended past it
                 return (*await self.finalize("time_ceiling", pending=pending), "")
@@ -362,10 +377,30 @@ class _Run:
             failed = 0
             self.packer.add_assistant(reply.text)
             if action.tool == "finish":
-                return "completed", str(action.args.get("summary", "")), ""
+                summary = str(action.args.get("summary", ""))
+                problem = finish_problem(summary)
+                if problem is None:
+                    return "completed", summary, ""
+                if bad_finish:
+                    return "no_answer", "", no_answer_reason(problem)
+                bad_finish = True
+                pending = (RETRY_NOTE.format(problem=problem) + self.tail(), "note")
+                continue
+            verdict = self.guard.check(action.tool, action.args)
+            if verdict != "run":
+                msg = self.guard.corrective(action.tool, action.args)
+                self.emit(
+                    RepeatBlocked(self.step, action.tool, action.args, self.guard.error,
+                                  self.guard.failures, msg, stuck=verdict == "stuck")
+                )  # fmt: skip
+                if verdict == "stuck":
+                    return "stuck", "", self.guard.stuck_reason(action.tool, action.args)
+                pending = (msg + self.tail(), "note")
+                continue
             result = await self.run_tool(action)
             if result is None:
                 return "cancelled", "", ""
+            self.guard.record(action.tool, action.args, result.ok, result.text)
             pending = (
                 observation(action.tool, result.ok, result.text) + self.tail(),
                 "observation",

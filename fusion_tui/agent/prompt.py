@@ -191,6 +191,13 @@ class PromptPacker:
             self._text += m.text
         self.messages.append(m)
 
+    def set_stable(self, stable: str) -> None:
+        """Put a new system message under the same history (a task's own prefix, set before its
+        first request); the object stays the same, so its holder sees the task's messages."""
+        if stable != self.stable:
+            self.stable = stable
+            self.__post_init__()
+
     def add_user(self, text: str, kind: str = "observation") -> None:
         self._append(Message("user", text, kind))
 

@@ -18,8 +18,11 @@ from fusion_tui.agent.events import (
     PromptProgressed,
     RequestDone,
     RequestPurpose,
+    RequestSent,
+    StepDraft,
     TokenDelta,
 )
+from fusion_tui.agent.partial_action import parse_partial
 from fusion_tui.clock import Clock
 from fusion_tui.server.errors import ServerError
 from fusion_tui.server.types import PromptProgress, StreamEnd, StreamEvent, TextDelta
@@ -41,6 +44,9 @@ class SlotChooser(Protocol):
         """The reserved slot for side calls (compaction), or -1."""
         ...
 
+
+DRAFT_INTERVAL_S = 0.1
+"""StepDraft events at most this often (parsing the partial action costs per call)."""
 
 Ended = Literal["ok", "time_ceiling", "cancelled", "error", "deadline"]
 
@@ -71,6 +77,8 @@ async def stream_request(
     got_end: list[StreamEnd] = []
     t0 = clock.now()
     first: list[float] = []
+    live = _Live(step, purpose, clock, on_event, parts, first)
+    on_event(RequestSent(step, purpose, int(body.get("id_slot", -1)), len(body.get("prompt", ""))))
 
     async def consume() -> None:
         agen = completion(body)
@@ -81,8 +89,9 @@ async def stream_request(
                         first.append(clock.now())
                     parts.append(ev.text)
                     on_event(TokenDelta(step, ev.text, purpose))
+                    live.draft()
                 elif isinstance(ev, PromptProgress):
-                    on_event(PromptProgressed(step, ev.total, ev.cache, ev.processed))
+                    live.progress(ev)
                 elif isinstance(ev, StreamEnd):
                     got_end.append(ev)
         finally:
@@ -100,6 +109,7 @@ async def stream_request(
         ]
     except ServerError as e:
         ended, error, exc = "error", str(e), e
+    live.draft(done=True)
     end = got_end[-1] if got_end else None
     if ended == "ok" and end is None:
         ended, error = "error", "the stream ended without a final event"
@@ -120,3 +130,49 @@ async def stream_request(
         )
     )
     return Reply("".join(parts), ended, end, error, exc)
+
+
+class _Live:
+    """The live view of one request: prompt progress with its rate, throttled drafts."""
+
+    def __init__(
+        self,
+        step: int,
+        purpose: RequestPurpose,
+        clock: Clock,
+        on_event: EventSink,
+        parts: list[str],
+        first: list[float],
+    ) -> None:
+        self.step, self.purpose, self.clock, self.on_event = step, purpose, clock, on_event
+        self.parts, self.first = parts, first
+        self.last_draft: float | None = None
+        self.progress_start: tuple[float, int] | None = None
+
+    def progress(self, ev: PromptProgress) -> None:
+        now = self.clock.now()
+        rate = None
+        if self.progress_start is None:
+            self.progress_start = (now, ev.processed)
+        elif now > self.progress_start[0]:
+            rate = (ev.processed - self.progress_start[1]) / (now - self.progress_start[0])
+        self.on_event(
+            PromptProgressed(self.step, ev.total, ev.cache, ev.processed, rate, self.purpose)
+        )
+
+    def draft(self, *, done: bool = False) -> None:
+        now = self.clock.now()
+        n = len(self.parts)
+        if n == 0:
+            return
+        if not done and self.last_draft is not None and now - self.last_draft < DRAFT_INTERVAL_S:
+            return
+        self.last_draft = now
+        text = "".join(self.parts)
+        action = parse_partial(text)
+        elapsed = now - self.first[0] if self.first else 0.0
+        rate = (n - 1) / elapsed if elapsed > 0 and n > 1 else None
+        self.on_event(
+            StepDraft(self.step, self.purpose, text, action.tool, action.args, action.summary,
+                      n, rate, done)
+        )  # fmt: skip

@@ -32,6 +32,7 @@ from fusion_tui.agent.events import (
     ToolFinished,
     WorkerEvent,
 )
+from fusion_tui.agent.finish_check import INTERRUPTED
 from fusion_tui.agent.loop import AgentConfig, AgentDeps, TaskResult, run_task, tools_for
 from fusion_tui.agent.prompt import (
     MachineFacts,
@@ -197,7 +198,7 @@ def resume_packer(host: AgentHost, messages: list[Message]) -> PromptPacker:
     """The session's transcript on this daemon's frame and prefix, ready for a new task."""
     packer = PromptPacker(host.frame, host.stable_prefix, list(messages))
     if packer.awaiting_reply:  # the last task stopped before the model answered
-        note = action_text("finish", {"summary": "(interrupted before this step was answered)"})
+        note = action_text("finish", {"summary": INTERRUPTED})
         packer.add_assistant(note, kind="interrupted")
     return packer
 

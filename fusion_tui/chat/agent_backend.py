@@ -22,6 +22,7 @@ from fusion_tui.agent.events import (
     AgentEvent,
     Compacted,
     PromptProgressed,
+    RepeatBlocked,
     RequestDone,
     StepFailed,
     StepStarted,
@@ -47,6 +48,7 @@ from fusion_tui.chat.backend import (
     said,
 )
 from fusion_tui.chat.events import Notice, ReplyDone, ReplyEvent, ToolBlock
+from fusion_tui.chat.live_step import LiveStepTracker
 from fusion_tui.config import Settings
 from fusion_tui.paths import AppPaths
 from fusion_tui.runtime import Connection, connect, release
@@ -86,6 +88,11 @@ def reply_events(event: AgentEvent) -> list[ReplyEvent]:
         return [_block(event, event.name)]
     if isinstance(event, StepFailed):
         return [Notice(f"step {event.step}: no valid action ({event.error})")]
+    if isinstance(event, RepeatBlocked):  # the loop guard: shown as a failed, unrun call
+        verdict = "task stopped (stuck)" if event.stuck else "not run again"
+        note = f"same error {event.failures}× · {verdict}"
+        block = ToolBlock(event.name, dict(event.args), event.message, False, note=note)
+        return [Notice(f"step {event.step}: {event.name} repeated · {verdict}"), block]
     if isinstance(event, Compacted):
         return [Notice(f"compacted the transcript: {event.note}")]
     return []
@@ -234,9 +241,10 @@ class AgentBackend:
             runner.run(text, on_event=queue.put_nowait, cancel=cancel)
         )
         task.add_done_callback(lambda _t: queue.put_nowait(None))
+        live = LiveStepTracker()
         try:
             while (event := await queue.get()) is not None:
-                for out in reply_events(event):
+                for out in [*reply_events(event), *live.fold(event)]:
                     yield out
             report = task.result()
             summary = report.result.summary if report.result is not None else ""

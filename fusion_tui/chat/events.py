@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from fusion_tui.chat.live_step import LiveStep
 from fusion_tui.server.types import PromptProgress, StreamEnd, TextDelta
 
 
@@ -67,11 +68,16 @@ class ToolBlock:
     duration_ms: float = 0.0
     diff: str = ""
     """The unified diff of a write, or the full command of a shell call (for the UI only)."""
+    note: str = ""
+    """Shown in the title instead of the duration (a call the loop guard did not run)."""
 
 
-ReplyEvent = TextDelta | PromptProgress | StreamEnd | Notice | ReplyDone | Progress | ToolBlock
+ReplyEvent = (
+    TextDelta | PromptProgress | StreamEnd | Notice | ReplyDone | Progress | ToolBlock | LiveStep
+)
 
 __all__ = [
+    "LiveStep",
     "Notice",
     "Progress",
     "PromptProgress",

@@ -5,10 +5,12 @@
 
 With `--json`, stdout carries one JSON object per line (names are an interface, issue 4/5):
 `{"event": "request", "id_slot", "prompt_n", "cache_n", "ttft_ms", "predicted_per_second", ...}`
-per request, `{"event": "tool", "name", "ok"}` per tool call, `{"event": "prompt_progress",
-"processed", "total", "cache"}` while a prompt is read, and last `{"event": "outcome", "outcome",
-"session"}`. Without it, progress goes to stderr and the summary to stdout.
-Exit codes: 0 completed, 1 any other outcome (or the server failed), 2 bad input.
+per request, `{"event": "tool", "name", "ok"}` per tool call (plus `"error"` when `ok` is
+false), `{"event": "prompt_progress", "processed", "total", "cache"}` while a prompt is read, and
+last `{"event": "outcome", "outcome", "session"}`. Without it, progress goes to stderr and the
+summary to stdout.
+Exit codes: 0 completed, 1 any other outcome (`stuck`, `no_answer`, ...; or the server failed),
+2 bad input.
 """
 
 from __future__ import annotations
@@ -28,12 +30,14 @@ from fusion_tui.agent.events import (
     AgentEvent,
     Compacted,
     PromptProgressed,
+    RepeatBlocked,
     RequestDone,
     StepFailed,
     StepStarted,
     ToolFinished,
     WorkerEvent,
     to_json_line,
+    tool_error,
 )
 from fusion_tui.agent.prompt import TemplateProbeError
 from fusion_tui.agent.session_run import (
@@ -256,11 +260,14 @@ def describe(event: AgentEvent) -> str:
         if len(args) > 80:
             args = args[:77] + "..."
         line = f"  {event.name} {args} · {mark} · {event.duration_ms:.0f} ms"
-        if not event.ok and event.result:
-            line += f"\n    {event.result.splitlines()[0][:160]}"
+        if not event.ok:
+            line += f"\n    {tool_error(event)}"
         return line
     if isinstance(event, StepFailed):
         return f"  step {event.step} produced no valid action: {event.error}"
     if isinstance(event, Compacted):
         return f"  compacted the transcript: {event.note}"
+    if isinstance(event, RepeatBlocked):
+        verdict = "the task ends stuck" if event.stuck else "not run again"
+        return f"  {event.name} failed {event.failures}× the same way: {verdict}"
     return ""

@@ -21,7 +21,9 @@ SCHEMA_VERSION = 2
 `pinned_endpoint` (the label of the endpoint the pin belongs to; older files: the default)."""
 
 Role = Literal["system", "user", "assistant", "tool"]
-Outcome = Literal["completed", "cancelled", "time_ceiling", "max_steps", "error"]
+Outcome = Literal[
+    "completed", "cancelled", "time_ceiling", "max_steps", "error", "stuck", "no_answer"
+]
 ROLES: tuple[str, ...] = get_args(Role)
 OUTCOMES: tuple[str, ...] = get_args(Outcome)
 

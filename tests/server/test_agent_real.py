@@ -23,7 +23,7 @@ from fusion_tui.sessions.store import SessionStore
 
 pytestmark = pytest.mark.server
 
-OUTCOMES = {"completed", "cancelled", "time_ceiling", "max_steps", "error"}
+OUTCOMES = {"completed", "cancelled", "time_ceiling", "max_steps", "error", "stuck", "no_answer"}
 
 
 def test_smollm2_lists_the_files_then_finishes(

@@ -70,3 +70,38 @@ def test_approval_modal_for_a_command(snap_compare: Any) -> None:
 
     app = build_app(SETTINGS, ScriptedBackend())
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+def test_a_live_step_being_written(snap_compare: Any) -> None:
+    """You should see a finished `✓ read_file(path=util.py) · 4 ms` block, then a live block
+    "step 2/30 · writing edit_file · 31 tokens · 12.4 tok/s" with the arguments forming
+    (`edit_file(path=util.py, search=def add(a, b):, replace=def mul(a, b):`) above the empty
+    answer; the status line says "step 2/30 · 9m41s left"."""
+    from tests.tui.live_step_backend import LIVE_TURN, LiveStepBackend
+
+    async def run_before(pilot: Any) -> None:
+        await _settle(pilot)
+        await pilot.press(*"add mul", "enter")
+        for _ in range(4):
+            await pilot.pause(0.15)
+        pilot.app.clear_notifications()
+        await pilot.pause()
+
+    app = build_app(SETTINGS, LiveStepBackend([LIVE_TURN]))
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+def test_the_loop_guard_and_the_stuck_outcome(snap_compare: Any) -> None:
+    """You should see three `✗ list_dir(path=hello.txt) · 1 ms` blocks, then
+    `✗ list_dir(path=hello.txt) · same error 3× · not run again` and `… · task stopped
+    (stuck)`, and below the answer the footnote "stuck · 5 steps · list_dir …" in the
+    warning colour."""
+    from tests.tui.live_step_backend import GUARD_TURN, LiveStepBackend
+
+    async def run_before(pilot: Any) -> None:
+        await _settle(pilot)
+        await pilot.press(*"list it", "enter")
+        await _settle(pilot)
+
+    app = build_app(SETTINGS, LiveStepBackend([GUARD_TURN]))
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)

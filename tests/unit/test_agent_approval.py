@@ -59,7 +59,7 @@ async def test_history_text_cannot_pre_grant_a_prefix(tmp_path: Path) -> None:
 async def test_deny_all_default_blocks_writes(tmp_path: Path) -> None:
     clock = FakeClock(start=1000.0)
     script = Script(clock, [act("edit_file", path="f", search="a", replace="b"),
-                            act("finish", summary="")])  # fmt: skip
+                            act("finish", summary="done")])  # fmt: skip
     (tmp_path / "f").write_text("a\n")
     await run_task("t", session_id="s", deps=make_deps(tmp_path, script, approver=DenyAll()))
     assert (tmp_path / "f").read_text() == "a\n"

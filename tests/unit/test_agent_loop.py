@@ -241,7 +241,7 @@ async def test_server_error_ends_with_error(ws: Path) -> None:
 
 async def test_tool_events_carry_args_and_duration(ws: Path) -> None:
     clock = FakeClock(start=1000.0)
-    script = Script(clock, [act("read_file", path="missing.txt"), act("finish", summary="")])
+    script = Script(clock, [act("read_file", path="missing.txt"), act("finish", summary="done")])
     events: list[Any] = []
     await run_task("t", session_id="s", deps=make_deps(ws, script, events=events))
     started = next(e for e in events if isinstance(e, ToolStarted))

@@ -142,7 +142,7 @@ async def test_status_json_lists_every_endpoint(monkeypatch: pytest.MonkeyPatch)
 async def test_watch_reports_an_endpoint_going_away() -> None:
     with FakeLlamaServer() as a, FakeLlamaServer() as b:
         registry = EndpointRegistry([Endpoint("a", a.url), Endpoint("b", b.url)])
-        watcher = HealthWatcher(registry, timeout=1.0)
+        watcher = HealthWatcher(registry, timeout=5.0)  # a loaded box must not flap "a"
         seen: list[tuple[str, bool]] = []
         async with anyio.create_task_group() as tg:
             tg.start_soon(
@@ -152,7 +152,7 @@ async def test_watch_reports_an_endpoint_going_away() -> None:
                 while (h := watcher.latest("b")) is None or not h.healthy:
                     await anyio.sleep(0.05)
             b.stop()
-            with anyio.fail_after(10):
+            with anyio.fail_after(30):
                 while not seen:
                     await anyio.sleep(0.05)
             tg.cancel_scope.cancel()

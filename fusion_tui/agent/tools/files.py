@@ -62,7 +62,10 @@ async def read_file(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     start = max(1, int(args.get("start_line", 1)))
     end = int(args.get("end_line", len(lines)))
     if start > max(1, len(lines)):
-        raise ToolError(f"start_line {start} is past the end ({len(lines)} lines)")
+        raise ToolError(
+            f"start_line {start} is past the end: {args['path']} has {len(lines)} line(s); "
+            "leave out start_line and end_line to read the whole file"
+        )
     picked = lines[start - 1 : max(start - 1, end)]
     body = "\n".join(f"{n:>5}  {line}" for n, line in enumerate(picked, start))
     head = f"{args['path']} lines {start}-{start + len(picked) - 1} of {len(lines)}"
@@ -73,6 +76,11 @@ async def read_file(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
 
 async def list_dir(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     resolved = ctx.workspace.resolve(args.get("path", ".") or ".")
+    if resolved.real.is_file():
+        raise ToolError(
+            f"{resolved.rel} is a file, not a directory; to see its content call read_file "
+            f"with path {resolved.rel}"
+        )
     entries: list[str] = []
     with ctx.workspace.open_dir(resolved) as dfd:
         names = sorted(os.listdir(dfd))

@@ -18,6 +18,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from fusion_tui.agent.tools.suggest import missing_message
+
 MAX_PATH_CHARS = 1024
 MAX_COMPONENT_BYTES = 255
 FORBIDDEN_ROOTS = ("/proc", "/sys", "/dev")
@@ -60,6 +62,8 @@ class Workspace:
                 raise ToolError(f"workspace {root} lies inside {bad}; pick a project directory")
         self.root = Path(real)
         self._root_str = real
+        self.suggest = True
+        """Name the closest real paths when one does not exist (off only for a baseline)."""
 
     # --- checks --------------------------------------------------------------------------
 
@@ -89,6 +93,12 @@ class Workspace:
         rel = os.path.relpath(real, self._root_str)
         parts = () if rel == "." else tuple(rel.split(os.sep))
         return Resolved(Path(real), parts)
+
+    def missing(self, rel: str) -> ToolError:
+        """The error for a path that does not exist, with the closest real ones."""
+        if not self.suggest:
+            return ToolError(f"{rel} does not exist")
+        return ToolError(missing_message(self.root, rel))
 
     def display(self, real: Path | str) -> str:
         rel = os.path.relpath(os.fspath(real), self._root_str)
@@ -143,7 +153,7 @@ class Workspace:
                         raise
                     raise _swap_error(exc, resolved.rel, dfd, name) from None
         except FileNotFoundError:
-            raise ToolError(f"{resolved.rel} does not exist") from None
+            raise self.missing(resolved.rel) from None
         try:
             st = os.fstat(fd)
             if stat.S_ISDIR(st.st_mode):
@@ -164,9 +174,9 @@ class Workspace:
             with self._dir_fd(resolved.parts) as fd:
                 yield fd
         except FileNotFoundError:
-            raise ToolError(f"{resolved.rel} does not exist") from None
+            raise self.missing(resolved.rel) from None
         except NotADirectoryError:
-            raise ToolError(f"{resolved.rel} is not a directory") from None
+            raise ToolError(f"{resolved.rel} is not a directory; read_file reads a file") from None
 
     def write_atomic(self, resolved: Resolved, data: bytes) -> None:
         """Write via a temp file in the same directory and rename over the target.

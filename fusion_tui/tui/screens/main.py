@@ -14,6 +14,7 @@ from textual.widgets import Footer, Static
 
 from fusion_tui.chat.backend import Backend, Unavailable
 from fusion_tui.chat.events import (
+    LiveStep,  # agent mode: the step in progress
     Notice,
     Progress,  # prompt progress bar (chat.local)
     PromptProgress,
@@ -27,6 +28,7 @@ from fusion_tui.tui.bindings import MAIN_SCREEN_BINDINGS
 from fusion_tui.tui.notices import notify_server_crashed, notify_server_ready
 from fusion_tui.tui.start_failure import notify_start_failed, start_failure_notice
 from fusion_tui.tui.widgets.chat_view import ChatView
+from fusion_tui.tui.widgets.live_step import LiveStepBlock, show_live_step
 from fusion_tui.tui.widgets.prompt_input import PromptInput
 from fusion_tui.tui.widgets.prompt_progress import hide_progress, show_progress
 from fusion_tui.tui.widgets.slot_map import NARROW_BELOW, SlotMap
@@ -297,6 +299,7 @@ class MainScreen(Screen[None]):
         status = self.status_line
         measured = False
         """A request of this turn reported its telemetry."""
+        live: LiveStepBlock | None = None  # agent mode: the step in progress
         try:
             async with aclosing(self.backend.reply(text)) as events:
                 async for event in events:
@@ -319,6 +322,9 @@ class MainScreen(Screen[None]):
                         status.activity = ""
                         if event.outcome != "completed" and not measured:
                             status.last_turn = f"last turn {event.outcome}"  # not the one before
+                        if live is not None:
+                            await live.remove()
+                            live = None
                         await message.finish(event.note, partial=event.partial)
                         if event.outcome == "completed" and self.first_turn:
                             self.make_title()
@@ -332,7 +338,9 @@ class MainScreen(Screen[None]):
                                 markup=False,
                             )
                     elif isinstance(event, ToolBlock):  # agent mode: above the answer
-                        await self.chat.mount(ToolCall(event), before=message)
+                        await self.chat.mount(ToolCall(event), before=live or message)
+                    elif isinstance(event, LiveStep):
+                        live = await show_live_step(self.chat, live, event, before=message)
         except asyncio.CancelledError:
             status.activity = ""
             status.last_turn = "last turn cancelled"
@@ -343,6 +351,8 @@ class MainScreen(Screen[None]):
             await message.finish(f"error · {exc}", partial=True)
         finally:
             hide_progress(self)  # prompt progress bar (chat.local)
+            if live is not None:
+                live.remove()
 
     def action_cancel_reply(self) -> None:
         self.workers.cancel_group(self, "reply")

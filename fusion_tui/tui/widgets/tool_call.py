@@ -37,7 +37,8 @@ def short_args(args: dict[str, object], width: int = 48) -> str:
 
 def block_title(block: ToolBlock) -> str:
     mark = "✓" if block.ok else "✗"
-    return f"{mark} {block.name}({short_args(block.args)}) · {format_duration(block.duration_ms)}"
+    tail = block.note or format_duration(block.duration_ms)
+    return f"{mark} {block.name}({short_args(block.args)}) · {tail}"
 
 
 def capped(text: str, lines: int = RESULT_LINES) -> str:

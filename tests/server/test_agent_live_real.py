@@ -1,0 +1,107 @@
+"""Real server: a SmolLM2 agent step is visible while it forms.
+
+One task step on a managed one-slot daemon: the loop reports the request sent, the prompt read
+(monotonic, ending at the total), and drafts of the action whose last one, read leniently, is
+exactly the action the loop then runs; the task's system message names the workspace's files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fusion_tui.agent.approval import ApprovalGate, DenyAll
+from fusion_tui.agent.events import (
+    PromptProgressed,
+    RequestDone,
+    RequestSent,
+    StepDraft,
+    StepStarted,
+    TaskOutcome,
+    ToolStarted,
+)
+from fusion_tui.agent.loop import AgentConfig, AgentDeps, run_task
+from fusion_tui.agent.prompt import MachineFacts, TemplateFrame, build_stable_prefix
+from fusion_tui.agent.protocol import parse_step
+from fusion_tui.agent.tools.registry import CORE_TOOLS
+from fusion_tui.agent.tools.workspace import Workspace
+from fusion_tui.paths import AppPaths
+from fusion_tui.server.client import LlamaClient
+from tests.server.real_backend import RealServer
+from tests.unit.test_agent_fakes import FakeSlots
+
+pytestmark = pytest.mark.server
+
+
+@pytest.fixture(scope="module")
+def server(
+    tmp_path_factory: pytest.TempPathFactory, llama_server_bin: Path, demo_model: Path
+) -> Iterator[RealServer]:
+    home = tmp_path_factory.mktemp("live-home")
+    paths = AppPaths.default(env={"FUSION_TUI_HOME": str(home)})
+    srv = RealServer(
+        paths, llama_server_bin, demo_model, parallel=1, ctx=4096, extra_args=("-b", "256")
+    )
+    try:
+        asyncio.run(srv.start())
+        yield srv
+    finally:
+        asyncio.run(srv.stop())
+
+
+async def test_a_real_step_streams_progress_and_its_action_forming(
+    server: RealServer, tmp_path: Path
+) -> None:
+    assert server.record is not None
+    (tmp_path / "hello.py").write_text('print("hello, world")\n')
+    (tmp_path / "util.py").write_text("def add(a, b):\n    return a + b\n")
+    events: list[Any] = []
+    bodies: list[dict[str, Any]] = []
+
+    def completion(client: LlamaClient, body: dict[str, Any]) -> Any:
+        bodies.append(body)
+        return client.stream_completion(body)
+
+    async with LlamaClient(server.record.url) as client:
+        props = await client.props()
+        frame = await TemplateFrame.probe(client.apply_template)
+        facts = MachineFacts("SmolLM2-135M-Instruct", props.total_slots, props.n_ctx)
+        deps = AgentDeps(
+            completion=lambda body: completion(client, body),
+            slots=FakeSlots(side=-1),
+            gate=ApprovalGate(DenyAll()),
+            workspace=Workspace(tmp_path),
+            frame=frame,
+            stable_prefix=build_stable_prefix(CORE_TOOLS, facts),
+            n_ctx=props.n_ctx,
+            on_event=events.append,
+        )
+        config = AgentConfig(
+            max_steps=1, n_predict=96, finalize=False, sampling={"temperature": 0.0}
+        )
+        await run_task("read hello.py and tell me what it prints", session_id="live",
+                       deps=deps, config=config)  # fmt: skip
+    assert "### workspace files (top level)\nhello.py\nutil.py" in bodies[0]["prompt"]
+    step1 = [e for e in events if getattr(e, "step", None) == 1]
+    assert isinstance(step1[0], StepStarted)
+    assert isinstance(step1[1], RequestSent) and step1[1].purpose == "step"
+    progress = [e for e in step1 if isinstance(e, PromptProgressed)]
+    assert progress, "no prompt progress from the server"
+    assert [p.processed for p in progress] == sorted(p.processed for p in progress)
+    assert progress[-1].processed == progress[-1].total
+    done = next(e for e in step1 if isinstance(e, RequestDone))
+    assert done.ended == "ok"
+    assert progress[-1].total == done.prompt_n + done.cache_n
+    drafts = [e for e in step1 if isinstance(e, StepDraft)]
+    assert drafts and drafts[-1].done
+    final = drafts[-1]
+    action = parse_step(final.text, CORE_TOOLS)  # the constrained reply is a valid action ...
+    assert (final.tool, final.args) == (action.tool, action.args)  # ... read the same live
+    if action.tool != "finish":
+        assert any(isinstance(e, ToolStarted) and e.name == action.tool for e in step1)
+    assert isinstance(events[-1], TaskOutcome)
+    print(f"\nstep 1: {action.to_json()} · {len(drafts)} drafts · {len(progress)} progress")

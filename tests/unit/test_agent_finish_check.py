@@ -1,0 +1,41 @@
+"""A finish with an empty summary or a placeholder of ours is not a completed answer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fusion_tui.agent.finish_check import INTERRUPTED, finish_problem
+from fusion_tui.agent.loop import run_task
+from tests.fakes.clock import FakeClock
+from tests.unit.test_agent_fakes import Script, act, make_deps
+
+
+@pytest.mark.parametrize("summary", ["", "   ", INTERRUPTED, " (Empty). ", "(no change)"])
+def test_placeholders_and_empty_text_are_not_answers(summary: str) -> None:
+    assert finish_problem(summary) is not None
+
+
+def test_a_real_summary_is_an_answer() -> None:
+    assert finish_problem("hello.py prints hi") is None
+    assert finish_problem(f"{INTERRUPTED} then I read hello.py: it prints hi") is None
+
+
+async def test_placeholder_finish_twice_ends_no_answer(tmp_path: Path) -> None:
+    clock = FakeClock()
+    script = Script(clock, [act("finish", summary=INTERRUPTED), act("finish", summary="")])
+    res = await run_task("fix it", session_id="s", deps=make_deps(tmp_path, script))
+    assert res.outcome == "no_answer"
+    assert res.summary == ""
+    assert "without an answer" in res.error and "was empty" in res.error
+    assert "placeholder text" in script.bodies[1]["prompt"]  # the model was told why
+
+
+async def test_after_one_placeholder_a_real_finish_completes(tmp_path: Path) -> None:
+    clock = FakeClock()
+    events: list[Any] = []
+    script = Script(clock, [act("finish", summary=INTERRUPTED), act("finish", summary="done")])
+    res = await run_task("t", session_id="s", deps=make_deps(tmp_path, script, events=events))
+    assert (res.outcome, res.summary, res.steps) == ("completed", "done", 2)

@@ -1,0 +1,151 @@
+"""Live steps, core: request sent, prompt progress with a rate, the action forming, the tracker."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fusion_tui.agent.events import (
+    AgentEvent,
+    PromptProgressed,
+    RequestSent,
+    StepDraft,
+    StepStarted,
+    ToolStarted,
+)
+from fusion_tui.agent.loop import run_task
+from fusion_tui.agent.partial_action import parse_partial
+from fusion_tui.agent.request import DRAFT_INTERVAL_S
+from fusion_tui.chat.agent_backend import reply_events
+from fusion_tui.chat.live_step import LiveStep, LiveStepTracker
+from fusion_tui.server.types import PromptProgress, StreamEnd, StreamEvent, TextDelta, Timings
+from tests.fakes.clock import FakeClock
+from tests.unit.test_agent_fakes import make_deps
+
+ACTION = json.dumps(
+    {"tool": "edit_file", "args": {"path": "util.py", "search": 'a\\b "q"', "replace": "ü"}}
+)
+
+
+def test_every_prefix_of_an_action_parses_leniently_and_grows() -> None:
+    seen_tool_at = None
+    last_path = ""
+    for i in range(len(ACTION) + 1):
+        part = parse_partial(ACTION[:i])
+        if part.tool is not None:
+            assert part.tool == "edit_file"
+            seen_tool_at = seen_tool_at or i
+        path = part.args.get("path", "")
+        assert isinstance(path, str) and "util.py".startswith(path)
+        assert len(path) >= len(last_path)
+        last_path = path
+    assert seen_tool_at == ACTION.index("edit_file") + len("edit_file") + 1
+    assert parse_partial(ACTION).args == json.loads(ACTION)["args"]
+    assert parse_partial('{"tool": "finish", "args": {"summary": "hello.py pri').summary == (
+        "hello.py pri"
+    )
+    assert parse_partial('{"tool": "read_fi').tool is None  # a cut name is not a name yet
+    assert parse_partial("no json here") == parse_partial("")
+
+
+class Streamer:
+    """A completion that reports prompt progress, then streams one token per clock tick."""
+
+    def __init__(self, clock: FakeClock, replies: list[str], tick: float = 0.05) -> None:
+        self.clock, self.replies, self.tick = clock, replies, tick
+
+    def __call__(self, body: dict[str, Any]) -> AsyncIterator[StreamEvent]:
+        return self._gen(self.replies.pop(0))
+
+    async def _gen(self, text: str) -> AsyncIterator[StreamEvent]:
+        for done in (0, 600, 1200):
+            yield PromptProgress(total=1200, cache=0, processed=done, time_ms=0.0)
+            self.clock.advance(1.0)
+        for ch in text:
+            self.clock.advance(self.tick)
+            yield TextDelta(ch)
+        yield StreamEnd(id_slot=1, timings=Timings(prompt_n=1200, cache_n=0, predicted_n=9))
+
+
+async def test_the_loop_reports_waiting_reading_and_the_action_forming(tmp_path: Path) -> None:
+    clock = FakeClock()
+    events: list[Any] = []
+    read = json.dumps({"tool": "read_file", "args": {"path": "hello.py"}})
+    done = json.dumps({"tool": "finish", "args": {"summary": "it prints hi"}})
+    (tmp_path / "hello.py").write_text("print('hi')\n")
+    deps = make_deps(tmp_path, Streamer(clock, [read, done]), events=events)  # type: ignore[arg-type]
+    await run_task("t", session_id="s", deps=deps)
+    sent = [e for e in events if isinstance(e, RequestSent)]
+    assert [(e.step, e.purpose, e.id_slot) for e in sent] == [(1, "step", -1), (2, "step", 1)]
+    progress = [e for e in events if isinstance(e, PromptProgressed) and e.step == 1]
+    assert [p.processed for p in progress] == [0, 600, 1200]
+    assert progress[0].tok_s is None and progress[-1].tok_s == 600.0
+    drafts = [e for e in events if isinstance(e, StepDraft) and e.step == 1]
+    assert drafts[-1].done and drafts[-1].tool == "read_file"
+    assert drafts[-1].args == {"path": "hello.py"} and drafts[-1].predicted_n == len(read)
+    assert drafts[-1].tok_s == pytest.approx(1 / 0.05)
+    # throttled: one draft per DRAFT_INTERVAL_S of stream time, plus the last one
+    assert len(drafts) <= len(read) * 0.05 / DRAFT_INTERVAL_S + 2
+    assert any(d.tool is None for d in drafts)  # seen before the name was complete
+    final = [e for e in events if isinstance(e, StepDraft) and e.step == 2][-1]
+    assert final.summary == "it prints hi"
+
+
+def test_the_tracker_folds_events_into_one_live_block() -> None:
+    t = LiveStepTracker()
+    states: list[LiveStep] = []
+    events: list[AgentEvent] = [
+        StepStarted(3, 30, 60_000),
+        RequestSent(3, "step", 1, 4000),
+        PromptProgressed(3, 3310, 0, 1204, 310.0),
+        StepDraft(
+            3,
+            "step",
+            '{"tool": "edit_file", "args": {"path": "ut',
+            "edit_file",
+            {"path": "ut"},
+            None,
+            14,
+            12.5,
+        ),
+        ToolStarted(3, "edit_file", {"path": "util.py"}),
+    ]
+    for event in events:
+        states += t.fold(event)
+    assert [s.title() for s in states] == [
+        "step 3/30 · waiting for the server",
+        "step 3/30 · waiting for slot 1",
+        "step 3/30 · reading 1,204 of 3,310 tokens · 310 tok/s",
+        "step 3/30 · writing edit_file · 14 tokens · 12.5 tok/s",
+        "step 3/30 · running edit_file",
+    ]
+    assert states[3].body() == "edit_file(path=ut)"
+    finish = StepDraft(4, "step", "", "finish", {"summary": "Added mul"}, "Added mul", 9, None)
+    t.fold(StepStarted(4, 30, 50_000))
+    (state,) = t.fold(finish)
+    assert state.slot == 1
+    assert state.title() == "step 4/30 · writing finish · 9 tokens" and state.body() == "Added mul"
+
+
+def test_reply_events_pass_the_new_events_only_through_the_tracker() -> None:
+    assert reply_events(RequestSent(1, "step", -1, 10)) == []
+    assert reply_events(StepDraft(1, "step", "{", None, {}, None, 1, None)) == []
+
+
+def test_a_refused_call_becomes_a_failed_block_with_the_guards_note() -> None:
+    from fusion_tui.agent.events import RepeatBlocked
+    from fusion_tui.chat.events import Notice, ToolBlock
+
+    msg = "### list_dir not run\n..."
+    out = reply_events(RepeatBlocked(4, "list_dir", {"path": "x"}, "x is not a dir", 3, msg))
+    assert out[0] == Notice("step 4: list_dir repeated · not run again")
+    assert out[1] == ToolBlock(
+        "list_dir", {"path": "x"}, msg, False, note="same error 3× · not run again"
+    )
+    stuck = RepeatBlocked(5, "list_dir", {"path": "x"}, "x is not a dir", 3, msg, stuck=True)
+    block = reply_events(stuck)[1]
+    assert isinstance(block, ToolBlock) and block.note.endswith("task stopped (stuck)")
