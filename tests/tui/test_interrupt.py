@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncGenerator
 from pathlib import Path
 
 from textual.widgets import Static
 
 from fusion_tui.chat.backend import Said
+from fusion_tui.chat.events import ReplyEvent, ToolBlock
 from fusion_tui.chat.local import LocalBackend
 from fusion_tui.config import Settings
 from fusion_tui.config.settings import UISettings
@@ -124,3 +127,23 @@ async def test_a_cancel_before_any_text_says_so_and_clears_the_old_telemetry() -
             "cancelled · nothing was generated"
         )
         assert status.last_turn == "last turn cancelled"
+
+
+class _ToolThenWait(ScriptedBackend):
+    async def reply(self, text: str) -> AsyncGenerator[ReplyEvent, None]:
+        yield ToolBlock("read_file", {"path": "hello.py"}, 'print("hi")', True, 5.0)
+        await asyncio.Event().wait()
+
+
+async def test_an_agent_turn_cancelled_after_a_tool_call_says_the_calls_are_kept() -> None:
+    app = build_app(SETTINGS, _ToolThenWait())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.screen.workers.wait_for_complete()
+        await pilot.press("x", "enter")
+        await pilot.pause(0.2)
+        await pilot.press("ctrl+c")
+        await pilot.pause(0.3)
+        answer = list(app.screen.query(ChatMessage))[-1]
+        assert str(answer.query_one(".footnote", Static).render()) == (
+            "cancelled · no answer yet; the tool calls above are kept"
+        )

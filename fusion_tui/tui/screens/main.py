@@ -300,6 +300,7 @@ class MainScreen(Screen[None]):
         measured = False
         """A request of this turn reported its telemetry."""
         live: LiveStepBlock | None = None  # agent mode: the step in progress
+        tools = 0
         try:
             async with aclosing(self.backend.reply(text)) as events:
                 async for event in events:
@@ -338,13 +339,17 @@ class MainScreen(Screen[None]):
                                 markup=False,
                             )
                     elif isinstance(event, ToolBlock):  # agent mode: above the answer
+                        tools += 1
                         await self.chat.mount(ToolCall(event), before=live or message)
                     elif isinstance(event, LiveStep):
                         live = await show_live_step(self.chat, live, event, before=message)
         except asyncio.CancelledError:
             status.activity = ""
             status.last_turn = "last turn cancelled"
-            await message.finish(cut_short_note("cancelled", message.text), partial=True)
+            note = cut_short_note("cancelled", message.text)
+            if tools and not message.text.strip():  # agent mode: the steps above are kept
+                note = "cancelled · no answer yet; the tool calls above are kept"
+            await message.finish(note, partial=True)
             raise
         except Exception as exc:
             status.activity = ""
