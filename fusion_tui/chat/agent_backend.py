@@ -39,7 +39,15 @@ from fusion_tui.agent.session_run import (
     open_session,
 )
 from fusion_tui.agent.tools.workspace import Workspace
-from fusion_tui.chat.backend import SessionCatalog, SlotView, StatusCallback, Unavailable
+from fusion_tui.chat.agent_slots import AgentSlots
+from fusion_tui.chat.backend import (
+    Said,
+    SessionCatalog,
+    SlotView,
+    StatusCallback,
+    Unavailable,
+    said,
+)
 from fusion_tui.chat.events import Notice, ReplyDone, ReplyEvent, ToolBlock
 from fusion_tui.chat.live_step import LiveStepTracker
 from fusion_tui.config import Settings
@@ -220,6 +228,9 @@ class AgentBackend:
     def sessions(self) -> SessionCatalog:
         return self.store
 
+    def current_session_id(self) -> str | None:
+        return self.session.id
+
     async def make_title(self) -> str | None:
         return None  # the first message titles an agent session
 
@@ -229,13 +240,13 @@ class AgentBackend:
         raise Unavailable("This backend does not own a server.")
 
     def slot_view(self) -> SlotView | None:
-        return None
+        return AgentSlots(self) if self.conn is not None else None
 
-    def history(self) -> list[tuple[str, str]]:
+    def history(self) -> list[Said]:
         return [
-            (m.role, m.content)
+            said(m)
             for m in self.session.messages
-            if m.role in ("user", "assistant") and m.content
+            if m.role in ("user", "assistant") and (m.content or m.partial)
         ]
 
     async def close(self) -> None:

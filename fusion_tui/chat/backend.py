@@ -10,16 +10,32 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import AsyncGenerator, Callable
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from fusion_tui.chat.events import ReplyEvent
 from fusion_tui.runtime import Connection
 from fusion_tui.server.errors import ServerError
 from fusion_tui.server.types import SlotState
+from fusion_tui.sessions.model import Message
 from fusion_tui.sessions.store import SessionEntry
 from fusion_tui.status import ServerStatus
 
 StatusCallback = Callable[[ServerStatus], None]
+
+
+class Said(NamedTuple):
+    """One message of the session as the chat redraws it; `partial_reason` marks a turn cut
+    short ("cancelled", "error", ...), as the session file keeps it, None for a whole one."""
+
+    role: str
+    text: str
+    partial_reason: str | None = None
+
+
+def said(message: Message) -> Said:
+    """A stored message as the chat shows it (its cancel mark kept)."""
+    reason = (message.partial_reason or "unfinished") if message.partial else None
+    return Said(message.role, message.content, reason)
 
 
 class Unavailable(ServerError):
@@ -76,8 +92,8 @@ class Backend(Protocol):
         """
         ...
 
-    def history(self) -> builtins.list[tuple[str, str]]:
-        """(role, text) of the current session's messages, for redrawing the chat."""
+    def history(self) -> builtins.list[Said]:
+        """The current session's messages with their cancel marks, for redrawing the chat."""
         ...
 
     async def close(self) -> None:
@@ -96,6 +112,10 @@ class Backend(Protocol):
 
     def sessions(self) -> SessionCatalog | None:
         """The saved sessions, or None when this backend keeps none."""
+        ...
+
+    def current_session_id(self) -> str | None:
+        """The open session's id (a relaunch resumes it), or None when it is not kept."""
         ...
 
     async def make_title(self) -> str | None:

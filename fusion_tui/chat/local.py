@@ -18,7 +18,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from fusion_tui.chat import endpoint_turns
-from fusion_tui.chat.backend import SessionCatalog, SlotView, StatusCallback, Unavailable
+from fusion_tui.chat.backend import (
+    Said,
+    SessionCatalog,
+    SlotView,
+    StatusCallback,
+    Unavailable,
+    said,
+)
 from fusion_tui.chat.events import Notice, Progress, ReplyDone, ReplyEvent
 from fusion_tui.chat.slot_keeper import SlotKeeper
 from fusion_tui.chat.titles import TITLE_TOKENS, clean_title, title_messages
@@ -131,10 +138,8 @@ class LocalBackend:
             self._primary = self.endpoints.adopt(conn)
         return conn.status
 
-    def history(self) -> list[tuple[str, str]]:
-        return [
-            (m.role, m.content) for m in self.session.messages if m.role in ("user", "assistant")
-        ]
+    def history(self) -> list[Said]:
+        return [said(m) for m in self.session.messages if m.role in ("user", "assistant")]
 
     async def close(self) -> None:
         """Save the session's slot, close the client; stop the daemon this app launched (after
@@ -167,6 +172,9 @@ class LocalBackend:
 
     def sessions(self) -> SessionCatalog:
         return self.store
+
+    def current_session_id(self) -> str | None:
+        return self.session.id
 
     def slot_view(self) -> SlotView:
         if self.endpoints is not None:  # issue 14: every endpoint's slots, grouped

@@ -12,7 +12,6 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.theme import Theme
-from textual.widgets import Input, TextArea
 
 from fusion_tui.chat.backend import Backend, StatusCallback
 from fusion_tui.chat.factory import BackendFactory, make_backend
@@ -172,15 +171,7 @@ class FusionApp(App[None]):
             ("Prompt box", prompt),
         ]
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "toggle_help" and parameters == ("typed",):
-            # `?` is a character first: it opens help only from an empty prompt box
-            focused = self.focused
-            if isinstance(focused, Input) or (isinstance(focused, TextArea) and focused.text):
-                return False
-        return True
-
-    def action_toggle_help(self, how: str = "") -> None:
+    def action_toggle_help(self) -> None:
         if isinstance(self.screen, HelpScreen):
             self.screen.dismiss()
             return
@@ -258,15 +249,18 @@ class FusionApp(App[None]):
 
         await self.backend.close()
         self._backend_released = True
+        main = self._main_screen()
+        if main is not None:  # the map behind the wizard: the server coming, not the gone one
+            await main.server_replaced(Path(model).name if model else "the model")
 
         def relay(status: ServerStatus) -> None:
-            """Stages to the wizard; a ready status (also the probe's, which lands after the
-            wizard closed) to the main screen's status line too."""
+            """Stages to the wizard and to the main screen's status line (the server being
+            launched, also the probe's ready, which lands after the wizard closed)."""
             if report is not None:
                 with contextlib.suppress(Exception):  # the wizard may be gone
                     report(status)
             main = self._main_screen()
-            if main is not None and status.state in ("ready", "error"):
+            if main is not None:
                 main.report_status(status)
 
         return await connect(settings, paths, relay, model=model, parallel=parallel, ctx=ctx)
@@ -278,16 +272,35 @@ class FusionApp(App[None]):
             if released and main is not None:  # a launch was tried, then abandoned
                 main.start_server()
             return
-        managed = dataclasses.replace(self.settings.local_models.managed, parallel=choice.parallel)
+        ctx = getattr(choice.plan, "ctx", None)
+        managed = dataclasses.replace(
+            self.settings.local_models.managed, parallel=choice.parallel,
+            ctx=ctx if ctx else self.settings.local_models.managed.ctx,
+        )  # fmt: skip
         local = dataclasses.replace(
             self.settings.local_models, model=str(choice.model_path), managed=managed
         )
         self.settings = dataclasses.replace(self.settings, local_models=local)
+        self._persist_launch(choice.model_path, choice.parallel, ctx)
         assert self.paths is not None
-        backend = self.backend_factory(
-            self.settings, self.paths, workspace=self.workspace, model=str(choice.model_path),
-            approver=self.approver,
-        )  # fmt: skip
+        old = self.backend
+        keep = old.current_session_id() if old.history() else None  # saved after every turn
+        try:
+            backend = self.backend_factory(
+                self.settings, self.paths, workspace=self.workspace,
+                model=str(choice.model_path), resume=keep, approver=self.approver,
+            )  # fmt: skip
+        except Exception as exc:  # e.g. the session file went away: a new one, and say so
+            backend = self.backend_factory(
+                self.settings, self.paths, workspace=self.workspace,
+                model=str(choice.model_path), approver=self.approver,
+            )  # fmt: skip
+            self.notify(
+                f"The session could not be reopened ({str(exc).splitlines()[0]}); a new one "
+                f"started. {self.key_for(ids.SESSIONS) or 'Ctrl+R'} lists the saved sessions.",
+                title="Launch model", severity="warning", markup=False,
+            )  # fmt: skip
+            keep = None
         try:
             status = await backend.adopt(choice.connection)
         except Exception:  # e.g. agent mode cannot probe the new model's template
@@ -300,6 +313,27 @@ class FusionApp(App[None]):
         self.backend = backend
         if main is not None:
             await main.use_backend(backend, status)
+            await main.chat.add_message("notice", launch_note(choice, status, kept=keep))
+
+    def _persist_launch(self, model: Path, parallel: int, ctx: int | None) -> None:
+        """The wizard's model, slots and context go into config.yaml, so the next start
+        launches the same server (one setting per write, each atomic with a backup)."""
+        if self.config_file is None:
+            return
+        values: list[tuple[str, object]] = [
+            ("localModels.model", str(model)),
+            ("localModels.managed.parallel", parallel),
+        ]
+        if ctx:
+            values.append(("localModels.managed.ctx", ctx))
+        try:
+            for dotted, value in values:
+                persist_setting(self.config_file, dotted, value)
+        except (PersistError, OSError) as exc:
+            self.notify(
+                f"The launch is used now but not saved for the next start: {exc}",
+                title="Launch model", severity="warning", markup=False,
+            )  # fmt: skip
 
     def action_toggle_slot_map(self) -> None:
         main = self._main_screen()
@@ -310,6 +344,19 @@ class FusionApp(App[None]):
         main = self._main_screen()
         if main is not None:
             await main.action_stop_server()
+
+
+def launch_note(choice: LaunchChoice, status: ServerStatus, *, kept: str | None) -> str:
+    """What the chat says after F2: the server now serving, and where the session is."""
+    ctx = f" × {status.n_ctx:,} ctx" if status.n_ctx else ""
+    slots = f"{choice.parallel} slot{'s' if choice.parallel != 1 else ''}"
+    where = (
+        "This session continues here; the new server reads it again on your next message."
+        if kept
+        else "A new session started; earlier ones are saved (Ctrl+R lists them)."
+    )
+    name = choice.model_path.name
+    return f"Now serving `{name}` · {slots}{ctx}, saved for the next start. {where}"
 
 
 def build_app(

@@ -36,16 +36,10 @@ APP_BINDINGS: list[BindingType] = [
     Binding("ctrl+q", "quit", "Quit", show=False, priority=True, id=QUIT),
     Binding("ctrl+p", "command_palette", "Commands", show=False, priority=True, id=COMMAND_PALETTE),
     Binding("f1", "toggle_help", "Help", priority=True, id=HELP),  # also closes the modal
-    # `?` beats the prompt box only while the box is empty (see FusionApp.check_action)
-    Binding(
-        "question_mark",
-        "toggle_help('typed')",
-        "Help",
-        show=False,
-        priority=True,
-        key_display="?",
-        id=HELP_QUESTION,
-    ),
+    # `?` is never a priority key: a focused prompt box takes it as text (a fast burst or a
+    # paste without bracketed paste reaches the app before the box has drawn the keys before it,
+    # so "is the box empty?" cannot be asked there); elsewhere it opens help
+    Binding("question_mark", "toggle_help", "Help", show=False, key_display="?", id=HELP_QUESTION),
     Binding("ctrl+o", "toggle_server_log", "Log", id=SERVER_LOG),
 ]
 """Global keys: they work on every screen."""
@@ -65,7 +59,7 @@ KNOWN_IDS: dict[str, str] = {
     QUIT: "quit the app",
     COMMAND_PALETTE: "open the command palette",
     HELP: "show or hide the help screen",
-    HELP_QUESTION: "the same, when not typing text",
+    HELP_QUESTION: "the same, when the focus is not in a text box",
     SERVER_LOG: "show or hide the server log",
     SESSIONS: "resume a session",
     TOGGLE_SLOT_MAP: "show or hide the slot map",

@@ -99,9 +99,14 @@ def test_the_loop_guard_and_the_stuck_outcome(snap_compare: Any) -> None:
     from tests.tui.live_step_backend import GUARD_TURN, LiveStepBackend
 
     async def run_before(pilot: Any) -> None:
+        from fusion_tui.tui.widgets.chat_view import ChatView
+
         await _settle(pilot)
         await pilot.press(*"list it", "enter")
         await _settle(pilot)
+        pilot.app.screen.query_one(ChatView).scroll_end(animate=False)
+        await pilot.pause()
 
+    # Tall enough for the whole turn: at 80×24 the scrollbar's position raced the layout.
     app = build_app(SETTINGS, LiveStepBackend([GUARD_TURN]))
-    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+    assert snap_compare(app, terminal_size=(80, 44), run_before=run_before)

@@ -23,7 +23,8 @@ async def _settle(pilot: Any) -> None:
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_empty_session_ready(snap_compare: Any, size: tuple[int, int]) -> None:
-    """You should see an empty chat, the prompt box focused, and the status line reading
+    """You should see the welcome block in the empty chat (model, slots, keys), the prompt box
+    focused, and the status line reading
     `ready · SmolLM2-135M-Instruct · 4 slots × 4096 ctx · ~95 tok/s single stream`."""
     app = build_app(SETTINGS, ScriptedBackend())
     assert snap_compare(app, terminal_size=size, run_before=_settle)

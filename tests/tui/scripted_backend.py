@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from fusion_tui.chat.backend import (
     Backend,
+    Said,
     SessionCatalog,
     SlotView,
     StatusCallback,
@@ -31,14 +32,14 @@ class ScriptedBackend:
         replies: Sequence[Sequence[str]] = (),
         *,
         status: ServerStatus = READY,
-        history: Sequence[tuple[str, str]] = (),
+        history: Sequence[tuple[str, str] | Said] = (),
         hold_after: int | None = None,
         start_error: str | None = None,
         prelude: Sequence[ReplyEvent] = (),
     ) -> None:
         self.replies = [list(r) for r in replies]
         self.status = status
-        self._history = list(history)
+        self._history: list[Said] = [Said(*h) for h in history]
         self.sent: list[str] = []
         self.hold_after = hold_after
         """Stop after this many fragments and wait forever (to test cancel mid-stream)."""
@@ -58,7 +59,7 @@ class ScriptedBackend:
 
     async def reply(self, text: str) -> AsyncGenerator[ReplyEvent, None]:
         self.sent.append(text)
-        self._history.append(("user", text))
+        self._history.append(Said("user", text))
         fragments = self.replies.pop(0) if self.replies else ["(no script)"]
         answer = ""
         try:
@@ -77,12 +78,14 @@ class ScriptedBackend:
             yield StreamEnd(id_slot=2, timings=timings)
             yield ReplyDone("completed", note="slot 2 · 30 of 42 prompt tokens cached")
         finally:
-            if answer or fragments:
-                self._history.append(("assistant", answer))
+            if answer != "".join(fragments):
+                self._history.append(Said("assistant", answer, "cancelled"))
+            elif answer or fragments:
+                self._history.append(Said("assistant", answer))
             if answer != "".join(fragments):
                 self.cancelled = True
 
-    def history(self) -> list[tuple[str, str]]:
+    def history(self) -> list[Said]:
         return list(self._history)
 
     async def close(self) -> None:
@@ -98,6 +101,9 @@ class ScriptedBackend:
         raise Unavailable(f"no saved session {session_id} in a scripted backend")
 
     def sessions(self) -> SessionCatalog | None:
+        return None
+
+    def current_session_id(self) -> str | None:
         return None
 
     async def make_title(self) -> str | None:

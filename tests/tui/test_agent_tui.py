@@ -22,6 +22,7 @@ from fusion_tui.tui.app import build_app
 from fusion_tui.tui.approver import TuiApprover
 from fusion_tui.tui.screens.approval import ApprovalModal
 from fusion_tui.tui.widgets.chat_message import ChatMessage
+from fusion_tui.tui.widgets.slot_map import SlotMap
 from fusion_tui.tui.widgets.tool_call import ToolCall
 from tests.fakes.fake_server import FakeLlamaServer, Reply
 from tests.tui.scripted_agent_backend import DIFF, ScriptedAgentBackend
@@ -238,3 +239,47 @@ async def test_an_agent_session_survives_a_relaunch_with_its_tools_and_approver(
         assert [(b.block.name, b.block.ok) for b in blocks] == [("write_file", True)]
         assert list(app.screen.query(ChatMessage))[-1].text == "Done."
     assert (ws / "again.txt").read_text() == "yes\n"
+
+
+async def test_the_slot_map_works_in_agent_mode_and_shows_the_next_server_while_launching(
+    srv: FakeLlamaServer, app_home: AppPaths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import fusion_tui.runtime
+
+    real_connect = fusion_tui.runtime.connect
+    launched = asyncio.Event()
+
+    async def slow_connect(*args: Any, **kwargs: Any) -> Any:
+        await launched.wait()  # the wizard is still launching
+        return await real_connect(*args, **kwargs)
+
+    monkeypatch.setattr(fusion_tui.runtime, "connect", slow_connect)
+    settings = Settings(
+        server=ServerSettings(mode="external", url=srv.url), ui=UISettings(cursor_blink=False)
+    )
+    app = build_app(settings, paths=app_home, workspace=tmp_path)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await app.screen.workers.wait_for_complete()
+        await pilot.pause()
+        maps = list(app.screen.query(SlotMap))
+        assert len(maps) == 1 and maps[0].display
+        await maps[0].refresh_now()
+        assert len(maps[0].rows) == 2  # the fake server's two slots
+        await pilot.press("ctrl+b")
+        assert not maps[0].display
+        await app.run_action("toggle_slot_map")  # the palette's "Toggle slot map"
+        assert maps[0].display
+        relaunch = asyncio.ensure_future(
+            app._relaunch(settings, app_home, model=str(tmp_path / "next.gguf"))
+        )
+        await pilot.pause(0.1)
+        assert not app.screen.query(SlotMap)  # not the server being replaced
+        pending = str(app.screen.query_one("#slots-pending", Static).render())
+        assert "launching next.gguf" in pending
+        launched.set()
+        conn = await asyncio.wait_for(relaunch, 5)
+        choice = LaunchChoice(tmp_path / "next.gguf", 2, None, conn)
+        await app._on_launch_chosen(choice)
+        await pilot.pause()
+        assert not app.screen.query("#slots-pending")
+        assert len(app.screen.query(SlotMap)) == 1

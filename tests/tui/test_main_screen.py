@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fusion_tui.chat.backend import SessionCatalog
+from fusion_tui.chat.backend import Said, SessionCatalog
 from fusion_tui.config import Settings
 from fusion_tui.config.settings import UISettings
 from fusion_tui.sessions.model import Session
@@ -48,7 +48,7 @@ async def test_escape_cancels_and_keeps_the_partial_answer() -> None:
         assert answer.text == "one two "
         assert answer.has_class("-partial")
         assert backend.cancelled
-        assert backend.history()[-1] == ("assistant", "one two ")
+        assert backend.history()[-1] == ("assistant", "one two ", "cancelled")
 
 
 async def test_a_server_that_fails_to_start_is_explained_and_the_prompt_kept() -> None:
@@ -139,7 +139,7 @@ class CatalogBackend(ScriptedBackend):
 
     async def open_session(self, session_id: str) -> str | None:
         self.opened.append(session_id)
-        self._history = [("user", "words from the saved session")]
+        self._history = [Said("user", "words from the saved session")]
         return None
 
 

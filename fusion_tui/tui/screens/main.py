@@ -10,7 +10,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer
+from textual.widgets import Footer, Static
 
 from fusion_tui.chat.backend import Backend, Unavailable
 from fusion_tui.chat.endpoint_view import GroupedSlotView  # several endpoints (issue 14)
@@ -34,9 +34,13 @@ from fusion_tui.tui.widgets.endpoint_slot_map import EndpointSlotMap  # issue 14
 from fusion_tui.tui.widgets.live_step import LiveStepBlock, show_live_step
 from fusion_tui.tui.widgets.prompt_input import PromptInput
 from fusion_tui.tui.widgets.prompt_progress import hide_progress, show_progress
-from fusion_tui.tui.widgets.slot_map import SlotMap
+from fusion_tui.tui.widgets.slot_map import NARROW_BELOW, SlotMap
 from fusion_tui.tui.widgets.status_line import StatusLine
 from fusion_tui.tui.widgets.tool_call import ToolCall
+from fusion_tui.tui.widgets.welcome import Welcome
+
+QUIT_WINDOW_S = 3.0
+"""How long after one idle Ctrl+C a second one quits."""
 
 
 class MainScreen(Screen[None]):
@@ -44,6 +48,8 @@ class MainScreen(Screen[None]):
 
     BINDINGS = [
         Binding("escape", "cancel_reply", "Cancel", id="cancel"),
+        # Ctrl+C: a selection in the prompt box copies (TextArea's own binding); else this
+        Binding("ctrl+c", "interrupt", show=False),
         Binding("ctrl+l", "focus_prompt", "Prompt", id="focus-prompt", show=False),
         Binding("f5", "relaunch_server", "Relaunch server", id="relaunch-server", show=False),
         *MAIN_SCREEN_BINDINGS,
@@ -52,6 +58,13 @@ class MainScreen(Screen[None]):
     DEFAULT_CSS = """
     MainScreen > #body { height: 1fr; }
     MainScreen #chat-column { width: 1fr; }
+    MainScreen #slots-pending {
+        width: 46; height: 1fr; padding: 0 0 0 1;
+        border-left: vkey $panel-lighten-2; color: $text-muted;
+    }
+    MainScreen #slots-pending.-narrow {
+        dock: top; width: 100%; height: 1; border-left: none; padding: 0 1; background: $panel;
+    }
     """
 
     def __init__(self, backend: Backend, *, autostart: bool = True) -> None:
@@ -59,6 +72,8 @@ class MainScreen(Screen[None]):
         self.backend = backend
         self.autostart = autostart
         self.server_status = ServerStatus()
+        self._quit_armed = False
+        """Ctrl+C was pressed once while idle: a second press quits."""
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="body"), Vertical(id="chat-column"):
@@ -79,10 +94,29 @@ class MainScreen(Screen[None]):
         prompt = self.query_one(PromptInput)
         prompt.cursor_blink = self.app_cursor_blink
         prompt.focus()
-        for role, text in self.backend.history():
-            await self.chat.add_message(role, text)
+        await self.draw_history()
         if self.autostart:
             self.start_server()
+
+    async def draw_history(self) -> None:
+        """The session's messages; a turn cut short keeps its mark ("cancelled") on resume."""
+        history = self.backend.history()
+        for said in history:
+            message = await self.chat.add_message(said.role, said.text)
+            if said.partial_reason:
+                await message.finish(cut_short_note(said.partial_reason, said.text), partial=True)
+        if not history:
+            await self.show_welcome()
+
+    async def show_welcome(self) -> None:
+        """An empty chat says what to do: the model, how to send, the keys that matter."""
+        if self.chat.query(Welcome):
+            return
+        key_for = getattr(self.app, "key_for", None) or (lambda _id: "")
+        workspace = getattr(self.app, "workspace", None)
+        await self.chat.mount(
+            Welcome(self.server_status, key_for, workspace=str(workspace) if workspace else None)
+        )
 
     @property
     def app_cursor_blink(self) -> bool:
@@ -91,6 +125,10 @@ class MainScreen(Screen[None]):
     def report_status(self, status: ServerStatus) -> None:
         self.server_status = status
         self.status_line.server = status
+        for welcome in self.query(Welcome):
+            welcome.update_status(status)
+        if status.state in ("ready", "error", "stopped"):
+            self.query("#slots-pending").remove()  # the launch placeholder's time is over
 
     @work(exclusive=True, group="server-start", exit_on_error=False)
     async def start_server(self) -> None:
@@ -134,6 +172,20 @@ class MainScreen(Screen[None]):
     def action_toggle_slot_map(self) -> None:
         for slot_map in self.query(SlotMap):
             slot_map.display = not slot_map.display
+        if not self.query(SlotMap):
+            self.app.notify("The slot map appears once a server is up (F2 launches one).")
+
+    async def server_replaced(self, model: str) -> None:
+        """The launch wizard closed the old server to launch `model`: its slot map goes, and
+        a placeholder says which server the next map will show."""
+        for slot_map in self.query(SlotMap):
+            await slot_map.remove()
+        await self.query("#slots-pending").remove()
+        narrow = self.app.size.width < NARROW_BELOW  # as the map itself: one line on top
+        text = f"slots · launching {model}…" if narrow else f"slots\n\nlaunching {model}…"
+        note = Static(text, id="slots-pending", markup=False, classes="-narrow" if narrow else "")
+        await self.query_one("#body").mount(note)
+        self.report_status(ServerStatus(state="starting", model=model))
 
     @on(SlotMap.SlotSelected)
     async def open_slot_session(self, event: SlotMap.SlotSelected) -> None:
@@ -165,8 +217,7 @@ class MainScreen(Screen[None]):
         for slot_map in self.query(SlotMap):
             await slot_map.remove()
         await self.chat.clear_messages()
-        for role, text in backend.history():
-            await self.chat.add_message(role, text)
+        await self.draw_history()
         self.status_line.last_turn = ""
         self.report_status(status)
         notify_server_ready(self.app, status)
@@ -189,6 +240,7 @@ class MainScreen(Screen[None]):
             return
         await self.chat.clear_messages()
         self.status_line.last_turn = ""
+        await self.show_welcome()
 
     async def action_relaunch_server(self) -> None:
         """After a crash: close what is left, then connect again (adopt or launch)."""
@@ -219,8 +271,7 @@ class MainScreen(Screen[None]):
             self.app.notify(str(exc).splitlines()[0], title="Sessions", severity="error")
             return
         await self.chat.clear_messages()
-        for role, text in self.backend.history():
-            await self.chat.add_message(role, text)
+        await self.draw_history()
 
     @on(PromptInput.Submitted)
     async def send(self, event: PromptInput.Submitted) -> None:
@@ -244,7 +295,7 @@ class MainScreen(Screen[None]):
 
     @property
     def first_turn(self) -> bool:
-        return sum(1 for role, _ in self.backend.history() if role == "user") == 1
+        return sum(1 for said in self.backend.history() if said.role == "user") == 1
 
     @property
     def reply_running(self) -> bool:
@@ -254,7 +305,10 @@ class MainScreen(Screen[None]):
     async def run_reply(self, text: str) -> None:
         message = await self.chat.add_message("assistant")
         status = self.status_line
+        measured = False
+        """A request of this turn reported its telemetry."""
         live: LiveStepBlock | None = None  # agent mode: the step in progress
+        tools = 0
         try:
             async with aclosing(self.backend.reply(text)) as events:
                 async for event in events:
@@ -269,11 +323,14 @@ class MainScreen(Screen[None]):
                     elif isinstance(event, Notice):
                         status.activity = event.text
                     elif isinstance(event, StreamEnd):
+                        measured = True
                         status.turn_finished(
                             event.timings, turn_summary(event.timings, event.id_slot)
                         )
                     elif isinstance(event, ReplyDone):
                         status.activity = ""
+                        if event.outcome != "completed" and not measured:
+                            status.last_turn = f"last turn {event.outcome}"  # not the one before
                         if live is not None:
                             await live.remove()
                             live = None
@@ -281,9 +338,10 @@ class MainScreen(Screen[None]):
                         if event.outcome == "completed" and self.first_turn:
                             self.make_title()
                         elif event.outcome == "error":
+                            kept = "the partial answer and " if message.text.strip() else ""
                             self.app.notify(
-                                f"{event.note}\nF5 relaunches the server; the partial answer "
-                                "and the session are saved.",
+                                f"{event.note}\nF5 relaunches the server; {kept}the session "
+                                "is saved.",
                                 title="Turn failed",
                                 severity="error",
                                 markup=False,
@@ -291,12 +349,17 @@ class MainScreen(Screen[None]):
                     elif isinstance(event, TurnEndpoint):  # issue 14: several endpoints
                         status.endpoint = event.label
                     elif isinstance(event, ToolBlock):  # agent mode: above the answer
+                        tools += 1
                         await self.chat.mount(ToolCall(event), before=live or message)
                     elif isinstance(event, LiveStep):
                         live = await show_live_step(self.chat, live, event, before=message)
         except asyncio.CancelledError:
             status.activity = ""
-            await message.finish("cancelled · partial answer kept", partial=True)
+            status.last_turn = "last turn cancelled"
+            note = cut_short_note("cancelled", message.text)
+            if tools and not message.text.strip():  # agent mode: the steps above are kept
+                note = "cancelled · no answer yet; the tool calls above are kept"
+            await message.finish(note, partial=True)
             raise
         except Exception as exc:
             status.activity = ""
@@ -309,6 +372,29 @@ class MainScreen(Screen[None]):
     def action_cancel_reply(self) -> None:
         self.workers.cancel_group(self, "reply")
 
+    def action_interrupt(self) -> None:
+        """Ctrl+C: cancel a running reply first (the partial answer kept, as Esc); when idle,
+        quit on a second press within a few seconds (one stray press loses nothing)."""
+        if self.reply_running:
+            self.action_cancel_reply()
+            return
+        if self._quit_armed:
+            self.app.exit()
+            return
+        self._quit_armed = True
+        self.set_timer(QUIT_WINDOW_S, self._disarm_quit)
+        self.app.notify(
+            f"Press Ctrl+C again to quit ({self.app_quit_key} quits at once).", title="Quit?"
+        )
+
+    def _disarm_quit(self) -> None:
+        self._quit_armed = False
+
+    @property
+    def app_quit_key(self) -> str:
+        key_for = getattr(self.app, "key_for", None)
+        return (key_for("quit") if key_for else "") or "Ctrl+Q"
+
     def action_focus_prompt(self) -> None:
         self.query_one(PromptInput).focus()
 
@@ -319,6 +405,12 @@ class MainScreen(Screen[None]):
 
     def on_worker_state_changed(self) -> None:
         self.refresh_bindings()
+
+
+def cut_short_note(reason: str, text: str) -> str:
+    """The footnote of a turn that did not finish: why, and whether anything was kept."""
+    kept = "partial answer kept" if text.strip() else "nothing was generated"
+    return f"{reason} · {kept}"
 
 
 def progress_text(event: PromptProgress) -> str:

@@ -36,6 +36,10 @@ class ChatMessage(Vertical):
         padding: 0;
         background: transparent;
     }
+    /* code: long lines wrap inside the pane instead of being cut at its edge (Textual's fence
+       scrolls sideways with a hidden scrollbar, which reads as cut in a terminal) */
+    ChatMessage MarkdownFence { overflow-x: hidden; }
+    ChatMessage MarkdownFence > Label { width: 1fr; text-wrap: wrap; }
     ChatMessage > .footnote {
         color: $text-muted;
         display: none;

@@ -5,6 +5,7 @@ from __future__ import annotations
 from textual.containers import VerticalScroll
 
 from fusion_tui.tui.widgets.chat_message import ChatMessage
+from fusion_tui.tui.widgets.welcome import Welcome
 
 
 class ChatView(VerticalScroll):
@@ -22,6 +23,8 @@ class ChatView(VerticalScroll):
         self.anchor()
 
     async def add_message(self, role: str, text: str = "") -> ChatMessage:
+        """Append a message; the welcome block goes with the first one."""
+        await self.query(Welcome).remove()
         message = ChatMessage(role, text)
         await self.mount(message)
         return message

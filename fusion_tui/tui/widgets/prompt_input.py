@@ -44,7 +44,16 @@ class PromptInput(TextArea):
 
     def on_key(self, event: events.Key) -> None:
         """Enter sends. `prevent_default` keeps TextArea's own key handler (which would insert a
-        newline) from running; every other key goes on to it untouched."""
+        newline) from running; every other key goes on to it untouched.
+
+        The new-line keys are handled here too, in the box's own key order: as a binding they
+        ran after the app's round trip, so in a fast burst the text typed after Ctrl+J landed
+        before its new line (and an Enter right after sent the text without it)."""
+        if event.key in self.newline_keys():
+            event.stop()
+            event.prevent_default()
+            self.action_newline()
+            return
         if event.key != "enter":
             return
         event.stop()
@@ -54,11 +63,10 @@ class PromptInput(TextArea):
             self.post_message(self.Submitted(self, text))
             self.clear()
 
-    def check_consume_key(self, key: str, character: str | None = None) -> bool:
-        """An empty box lets `?` through to the help binding; otherwise it is just a `?`."""
-        if key == "question_mark" and not self.text:
-            return False
-        return super().check_consume_key(key, character)
+    def newline_keys(self) -> list[str]:
+        keymap = getattr(self.app, "keymap", None) or {}
+        keys = keymap.get("prompt-newline", "ctrl+j")
+        return [k.strip() for k in keys.split(",") if k.strip() and k.strip() != "enter"]
 
     def action_newline(self) -> None:
         self.insert("\n")

@@ -1,0 +1,72 @@
+"""The prompt box owns every key while focused: no typed or pasted character is a command."""
+
+from __future__ import annotations
+
+from fusion_tui.config import Settings
+from fusion_tui.config.settings import UISettings
+from fusion_tui.tui.app import build_app
+from fusion_tui.tui.screens.help import HelpScreen
+from fusion_tui.tui.screens.main import MainScreen
+from fusion_tui.tui.widgets.chat_message import ChatMessage
+from fusion_tui.tui.widgets.prompt_input import PromptInput
+from tests.tui.keys_support import burst
+from tests.tui.scripted_backend import ScriptedBackend
+
+SETTINGS = Settings(ui=UISettings(cursor_blink=False))
+
+
+def _main(app: object) -> MainScreen:
+    return next(s for s in app.screen_stack if isinstance(s, MainScreen))  # type: ignore[attr-defined]
+
+
+async def test_a_fast_burst_with_a_question_mark_is_sent_whole() -> None:
+    backend = ScriptedBackend([["because."]])
+    app = build_app(SETTINGS, backend)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.screen.workers.wait_for_complete()
+        burst(app, "why? because it is\r")
+        await pilot.pause(0.3)
+        await _main(app).workers.wait_for_complete()
+        await pilot.pause()
+        assert not any(isinstance(s, HelpScreen) for s in app.screen_stack)
+        assert backend.sent == ["why? because it is"]
+        assert [m.text for m in app.screen.query(ChatMessage)] == ["why? because it is", "because."]
+
+
+async def test_a_paste_without_brackets_keeps_every_bound_character_in_the_box() -> None:
+    app = build_app(SETTINGS, ScriptedBackend())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.screen.workers.wait_for_complete()
+        text = "?? what (a/b): yes! no, maybe? ok."
+        burst(app, text)  # starts with `?` in an empty box
+        await pilot.pause(0.3)
+        assert isinstance(app.screen, MainScreen)
+        assert app.screen.query_one(PromptInput).text == text
+
+
+async def test_pilot_keys_with_question_marks_stay_text_even_in_an_empty_box() -> None:
+    backend = ScriptedBackend([["ok"]])
+    app = build_app(SETTINGS, backend)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.screen.workers.wait_for_complete()
+        await pilot.press(*"? why? because it is", "enter")
+        await app.screen.workers.wait_for_complete()
+        await pilot.pause()
+        assert isinstance(app.screen, MainScreen)
+        assert backend.sent == ["? why? because it is"]
+        await pilot.press("f1")  # help stays one key away
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+
+
+async def test_a_burst_with_new_lines_keeps_their_order_and_sends_it_all() -> None:
+    backend = ScriptedBackend([["ok"]])
+    app = build_app(SETTINGS, backend)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.screen.workers.wait_for_complete()
+        burst(app, "def f():", "ctrl+j", "    return 1", "ctrl+j", "done?\r")
+        await pilot.pause(0.3)
+        await _main(app).workers.wait_for_complete()
+        await pilot.pause()
+        assert backend.sent == ["def f():\n    return 1\ndone?"]
+        assert app.screen.query_one(PromptInput).text == ""
