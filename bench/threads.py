@@ -220,13 +220,29 @@ def busy_load(n: int, seconds: float) -> Iterator[list[int]]:
             p.wait(5)
 
 
+def drain(url: str, limit: float) -> None:
+    """Wait (at most `limit` s) until the server is idle: a cut request runs on to its next
+    cancellation point (a whole 512-token batch), and would slow the next measurement down."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        try:
+            slots = httpx.get(f"{url}/slots", timeout=5).json()
+            if not any(slot.get("is_processing") for slot in slots):
+                return
+        except (httpx.HTTPError, ValueError):
+            pass
+        time.sleep(0.5)
+
+
 def run_phase(servers: Servers, runs: int, bound: float, label: str) -> dict[str, Tally]:
     tallies = {s.name: Tally() for s in servers.settings}
     for k in range(runs):
         for s in servers.settings:
             url = servers.urls[s.name]
             tallies[s.name].decode.append(measure_decode(url, k, bound))
+            drain(url, 3 * bound)
             sample, n = measure_prompt(url, k, bound)
+            drain(url, 3 * bound)
             tallies[s.name].prompt.append(sample)
             tallies[s.name].prompt_n.append(n)
         print(f"  {label}: round {k + 1}/{runs} done, load {loadavg()}", file=sys.stderr)
@@ -272,21 +288,26 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--bound", type=float, default=10.0, help="seconds per request at most")
     p.add_argument("--load-procs", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     p.add_argument("--no-idle", action="store_true", help="only the loaded phase")
+    p.add_argument("--only", help="comma-separated setting names (default: all)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
+    settings: tuple[Setting, ...] = SETTINGS
+    if args.only:
+        wanted = {w.strip() for w in args.only.split(",")}
+        settings = tuple(s for s in SETTINGS if s.name in wanted or s.name == "default")
     phases: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bench-threads-") as tmp:
-        servers = Servers(SETTINGS, Path(tmp))
+        servers = Servers(settings, Path(tmp))
         try:
             servers.start()
             for w in range(1):  # warm-up: first requests pay page faults and allocation
-                for s in SETTINGS:
+                for s in settings:
                     measure_decode(servers.urls[s.name], 100 + w, args.bound)
             plan = [] if args.no_idle else [("no extra load", 0)]
             plan.append((f"{args.load_procs} busy-loop process(es)", args.load_procs))
             for label, n in plan:
                 before = loadavg()
-                budget = args.runs * len(SETTINGS) * 2 * (args.bound + 20) + 120
+                budget = args.runs * len(settings) * 2 * (4 * args.bound + 10) + 120
                 with busy_load(n, budget):
                     tallies = run_phase(servers, args.runs, args.bound, label)
                 phases.append({
