@@ -74,7 +74,7 @@ async def start_once(
         daemon = ManagedDaemon(paths, binary, start_timeout=180.0, poll_interval=0.1)
         spec = LaunchSpec(
             model=model, parallel=1, ctx=2048, cache_type_k=m.cache_type_k,
-            cache_type_v=m.cache_type_v, flash_attn=m.flash_attn, threads=m.threads,
+            cache_type_v=m.cache_type_v, flash_attn=m.flash_attn, threads=m.thread_count,
             extra_args=(*m.extra_args, *extra),
         )  # fmt: skip
         started = time.monotonic()

@@ -180,7 +180,7 @@ def plan_spec(
         swa_full=plan.swa_full,
         flash_attn=managed.flash_attn,
         slot_save_path=paths.slot_save_dir,
-        threads=managed.threads,
+        threads=managed.thread_count,
         extra_args=managed.extra_args,
         rpc=managed.rpc,
     )

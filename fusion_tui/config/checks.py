@@ -69,6 +69,12 @@ def check_settings(settings: Settings) -> None:
             )
         seen[label] = i
     _check_rpc(settings.local_models.managed.rpc)
+    threads = settings.local_models.managed.threads
+    if isinstance(threads, int) and threads < 1:
+        raise CheckError(
+            ("localModels", "managed", "threads"),
+            f"should be auto or a number of threads of at least 1, not {threads}",
+        )
 
 
 def _check_entry(entry: EndpointSettings, here: tuple[str, ...]) -> None:

@@ -25,6 +25,7 @@ CHOICES: dict[tuple[str, ...], tuple[str, ...]] = {
     ("server", "mode"): ("managed", "external"),
     ("localModels", "managed", "swaFull"): ("auto", "on", "off"),
     ("localModels", "managed", "flashAttn"): ("auto", "on", "off"),
+    ("localModels", "managed", "threads"): ("auto",),
 }
 CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl", "turbo3")
 CHOICES[("localModels", "managed", "cacheTypeK")] = CACHE_TYPES
@@ -163,6 +164,8 @@ def _convert(tp: Any, value: Any, path: tuple[str, ...]) -> Any:
         args = [a for a in typing.get_args(tp) if a is not type(None)]
         if value is None:
             return None
+        if str in args and isinstance(value, str):  # `threads: auto` or a number
+            return _convert(str, value, path)
         return _convert(args[0], value, path)
     if dataclasses.is_dataclass(tp):
         return _build(tp, value if value is not None else {}, path)

@@ -59,7 +59,9 @@ class ManagedSettings:
     swa_full: str = "auto"
     """`auto | on | off`: give sliding-window layers a full-size cache (full prefix reuse)."""
     flash_attn: str = "auto"
-    threads: int | None = None
+    threads: int | str | None = "auto"
+    """`-t`: `auto` (null too) = cores - 1 on a machine of up to 4 cores, else llama.cpp's own;
+    or a number. A `-t` in `extraArgs` wins. Why: bench/threads.py (README, Configuration)."""
     memory_bytes: int | None = None
     """Memory budget override (for example a GPU's memory); unset: available RAM."""
     keep_running: bool = False
@@ -67,6 +69,11 @@ class ManagedSettings:
     extra_args: tuple[str, ...] = ()
     rpc: tuple[str, ...] = ()
     """`host:port` of llama.cpp `ggml-rpc-server`s: one model's layers spread over machines."""
+
+    @property
+    def thread_count(self) -> int | None:
+        """`threads` for the launch: a number, or None for auto."""
+        return self.threads if isinstance(self.threads, int) else None
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,20 @@ prompt-cache bookkeeping, sampler settings, timings) instead of ~7. Nothing is l
 (those messages are DEBUG, level 5), so the log grows with the number of requests, not with their
 length. That is acceptable, and bounded anyway: the daemon rotates the log at each launch and
 `ManagedDaemon.trim_log` empties it in place (the server appends with O_APPEND) past a size cap.
+
+Threads: `threads=None` is `auto` (`auto_threads`): on a machine of at most `SMALL_MACHINE` cores
+the server gets one thread fewer than the cores it may run on, else llama.cpp's own default.
+Measured by bench/threads.py on 2 cores (README, Configuration): when another process takes a
+core, ggml's two worker threads wait for each other at every barrier of every op (this OpenMP
+build ignores `--poll`), and decode falls from tens of tok/s to under one, while one thread keeps
+going. A `-t` or `--threads` in `extra_args`, or `LLAMA_ARG_THREADS` in the environment, wins.
 """
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,8 +38,26 @@ LOG_VERBOSITY = 4
 
 
 OWNED_FLAGS = frozenset({"-m", "--model", "--host", "--port", "-hf", "--hf-repo"})
+THREAD_FLAGS = frozenset({"-t", "--threads"})
+SMALL_MACHINE = 4
+"""Up to this many usable cores, auto threads leave one core to the rest of the machine."""
 RPC_RE = re.compile(r"^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.-]*):([0-9]{1,5})$")
 """Flags the daemon must own: the model it records, the loopback address and the free port."""
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its CPU affinity), else the machine's count."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - platforms without affinity
+        return os.cpu_count() or 1
+
+
+def auto_threads(cores: int) -> int | None:
+    """`-t` for `threads: auto` on a machine of `cores`: None leaves llama.cpp's default."""
+    if cores <= SMALL_MACHINE:
+        return max(1, cores - 1)
+    return None
 
 
 class LaunchSpecError(ValueError):
@@ -53,6 +80,7 @@ class LaunchSpec:
     flash_attn: str = "auto"
     slot_save_path: Path | None = None
     threads: int | None = None
+    """`-t`; None is auto (`auto_threads`)."""
     extra_args: tuple[str, ...] = field(default_factory=tuple)
     rpc: tuple[str, ...] = ()
     """`host:port` of ggml-rpc-servers (`--rpc`): the model's layers spread over those machines."""
@@ -103,8 +131,31 @@ class LaunchSpec:
         """A quantised V cache forces `-fa on` (auto would too, but say it explicitly)."""
         return "on" if self.cache_type_v not in UNQUANTISED else self.flash_attn
 
-    def argv(self, binary: Path | str, port: int) -> list[str]:
-        """The full command line for llama-server listening on 127.0.0.1:`port`."""
+    def thread_args(
+        self, cores: int | None = None, environ: Mapping[str, str] | None = None
+    ) -> list[str]:
+        """Our `-t`: the explicit `threads`, else auto; none when the user's own setting wins."""
+        environ = os.environ if environ is None else environ
+        if THREAD_FLAGS & set(self.extra_args):
+            return []  # the user's extraArgs say it
+        if self.threads is not None:
+            return ["-t", str(self.threads)]
+        if environ.get("LLAMA_ARG_THREADS"):
+            return []  # llama.cpp reads it when the command line does not set -t
+        n = auto_threads(usable_cores() if cores is None else cores)
+        return [] if n is None else ["-t", str(n)]
+
+    def argv(
+        self,
+        binary: Path | str,
+        port: int,
+        *,
+        cores: int | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> list[str]:
+        """The full command line for llama-server listening on 127.0.0.1:`port`.
+
+        `cores` and `environ` default to this machine's and this process's (tests pass them)."""
         self.validate()
         args = [
             str(binary),
@@ -139,8 +190,7 @@ class LaunchSpec:
             args.append("--swa-full")
         if self.slot_save_path is not None:
             args += ["--slot-save-path", str(Path(self.slot_save_path).expanduser().resolve())]
-        if self.threads is not None:
-            args += ["-t", str(self.threads)]
+        args += self.thread_args(cores, environ)
         if self.rpc:
             args += ["--rpc", ",".join(self.rpc)]
         args += list(self.extra_args)
