@@ -53,7 +53,7 @@ async def main(session: str, turns: int) -> None:
 
     backend.store.save = save  # type: ignore[method-assign]
     await backend.start(lambda _status: None)
-    archive = backend.archive
+    archive = backend.keeper.archive
     assert archive is not None, "the shared daemon has no --slot-save-path"
     real_slot_save = archive.save
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import fusion_tui.sessions.store as store_mod
-from fusion_tui.sessions.model import Message, Session
+from fusion_tui.sessions.model import SCHEMA_VERSION, Message, Session
 from fusion_tui.sessions.store import SessionStore, SessionStoreError
 
 
@@ -136,7 +136,8 @@ def test_disk_full_while_backing_up_before_a_migration_leaves_the_file_and_no_to
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(store_mod.shutil, "copy2", copy_then_fail)
-    newer = SessionStore(old.directory, schema_version=2, migrations={1: lambda d: d})
+    now = SCHEMA_VERSION  # what `old` wrote; `newer` is one version ahead
+    newer = SessionStore(old.directory, schema_version=now + 1, migrations={now: lambda d: d})
     loaded = newer.load(s.id)  # the upgrade is in memory; the rewrite waits for room
     assert loaded.title == "work"
     assert path.read_bytes() == v1
@@ -147,5 +148,5 @@ def test_disk_full_while_backing_up_before_a_migration_leaves_the_file_and_no_to
 
     monkeypatch.undo()  # room again
     newer.save(loaded)
-    backup = path.with_name(path.name + ".schema1.bak")
+    backup = path.with_name(path.name + f".schema{now}.bak")
     assert backup.read_bytes() == v1

@@ -101,7 +101,7 @@ def test_resuming_the_latest_session_skips_damaged_and_newer_files_untouched(
     data = json.loads(future_path.read_text())
     data["schema_version"] = 99
     future_path.write_text(json.dumps(data))
-    before = {p.name: snapshot(p) for p in paths.sessions_dir.iterdir()}
+    before = files(paths.sessions_dir)
 
     backend = LocalBackend(Settings(), paths, resume="")
     assert backend.session.id == good.id
@@ -110,7 +110,12 @@ def test_resuming_the_latest_session_skips_damaged_and_newer_files_untouched(
     assert str(future_path) in str(info.value) and "schema 99" in str(info.value)
     with pytest.raises(SessionFileError, match="not valid JSON"):
         LocalBackend(Settings(), paths, resume=torn.id)
-    assert {p.name: snapshot(p) for p in paths.sessions_dir.iterdir()} == before
+    assert files(paths.sessions_dir) == before
+
+
+def files(folder: Path) -> dict[str, object]:
+    """The session files (a session lock's sidecar belongs to the open session, not to them)."""
+    return {p.name: snapshot(p) for p in folder.iterdir() if not p.name.endswith(".lock")}
 
 
 # --- config files ----------------------------------------------------------------------------
