@@ -17,7 +17,10 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
+from fusion_tui.agent.prompt import TemplateFrame, TemplateProbeError
+from fusion_tui.agent.session_run import template_frame
 from fusion_tui.chat.backend import SessionCatalog, SlotView, StatusCallback, Unavailable
+from fusion_tui.chat.chat_prompt import chat_prompt
 from fusion_tui.chat.events import Notice, Progress, ReplyDone, ReplyEvent
 from fusion_tui.chat.slot_keeper import SlotKeeper
 from fusion_tui.chat.titles import TITLE_TOKENS, clean_title, title_messages
@@ -194,11 +197,12 @@ class LocalBackend:
             for note in await keeper.warm_resume():
                 yield Notice(note)
             slot = await keeper.next_slot()
+            content = await self._content()
             for attempt in (1, 2):
                 got = _Flag()
                 try:
                     # aclosing: a cancelled turn must release the slot's lock in this task
-                    async with aclosing(self._attempt(slot, got)) as events:
+                    async with aclosing(self._attempt(slot, got, content)) as events:
                         async for event in events:
                             if isinstance(event, TextDelta):
                                 answer.append(event.text)
@@ -238,12 +242,33 @@ class LocalBackend:
         return str(exc)
 
     def _open_stream(self, body: dict[str, Any]) -> AsyncGenerator[StreamEvent, None]:
-        """The HTTP stream of one request (tests swap the endpoint)."""
+        """The HTTP stream of one request: native `/completion` for a `prompt`, else the chat
+        endpoint (tests swap the endpoint)."""
         assert self.conn is not None
         idle = self.settings.local_models.request_timeout_ms / 1000
+        if "prompt" in body:
+            return self.conn.client.stream_completion(body, idle_timeout=idle)
         return self.conn.client.stream_chat(body, idle_timeout=idle)
 
-    async def _attempt(self, slot: int, got: _Flag) -> AsyncGenerator[ReplyEvent, None]:
+    async def _frame(self) -> TemplateFrame | None:
+        """The model's template frame, probed once per daemon; None when the template cannot be
+        cut (then the chat endpoint renders the messages, as before)."""
+        assert self.conn is not None
+        try:
+            return await template_frame(self.conn)
+        except (TemplateProbeError, ServerError):
+            return None
+
+    async def _content(self) -> dict[str, Any]:
+        """What the next request asks: the exact-extension `prompt` (see `chat_prompt`)."""
+        frame = await self._frame()
+        if frame is None:
+            return {"messages": self.chat_messages()}
+        return {"prompt": chat_prompt(frame, SYSTEM_PROMPT, self.session.messages)}
+
+    async def _attempt(
+        self, slot: int, got: _Flag, content: dict[str, Any]
+    ) -> AsyncGenerator[ReplyEvent, None]:
         """One request on `slot`: gate, stream with the first-token watch, progress, record."""
         gate, totals = self.keeper.gate, self.keeper.live_totals
         assert gate is not None
@@ -254,7 +279,7 @@ class LocalBackend:
             first: float | None = None
             tracker = ProgressTracker()
             try:
-                async with aclosing(self._open_stream(self._body(lease.slot))) as events:
+                async with aclosing(self._open_stream(self._body(lease.slot, content))) as events:
                     it = events.__aiter__()
                     event = await self._first_event(it, lease.slot)
                     if event is None:
@@ -287,9 +312,9 @@ class LocalBackend:
         config = watch_config(self.settings)
         return await first_event(it, self.conn.client.slots, slot, config, self.clock)
 
-    def _body(self, slot: int) -> dict[str, Any]:
+    def _body(self, slot: int, content: dict[str, Any]) -> dict[str, Any]:
         return {
-            "messages": self.chat_messages(),
+            **content,
             "id_slot": slot,
             "cache_prompt": True,
             "return_progress": True,
