@@ -10,7 +10,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 Outcome = Literal["completed", "cancelled", "time_ceiling", "max_steps", "error"]
-RequestPurpose = Literal["step", "repair", "summary", "compaction"]
+RequestPurpose = Literal["step", "repair", "summary", "compaction", "chat"]
+"""`chat`: a plain-chat turn (`fusion-tui chat`)."""
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,16 @@ class Notice:
 
 
 @dataclass(frozen=True)
+class Compacted(Notice):
+    """The session's older turns were replaced in the prompt by a summary (the session file and
+    the screen keep them): `turns` summarised, prompt tokens `before` → `after`."""
+
+    turns: int = 0
+    before: int = 0
+    after: int = 0
+
+
+@dataclass(frozen=True)
 class ReplyDone:
     """The turn ended. `outcome` is completed, cancelled, error, ...; `note` says what it cost."""
 
@@ -72,6 +82,7 @@ class ToolBlock:
 ReplyEvent = TextDelta | PromptProgress | StreamEnd | Notice | ReplyDone | Progress | ToolBlock
 
 __all__ = [
+    "Compacted",
     "Notice",
     "Progress",
     "PromptProgress",

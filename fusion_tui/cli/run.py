@@ -14,27 +14,14 @@ Exit codes: 0 completed, 1 any other outcome (or the server failed), 2 bad input
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 from collections.abc import Callable
-from typing import Any, TextIO
 
 import anyio
 
 from fusion_tui.agent.approval import HeadlessApprover
-from fusion_tui.agent.events import (
-    AgentEvent,
-    Compacted,
-    PromptProgressed,
-    RequestDone,
-    StepFailed,
-    StepStarted,
-    ToolFinished,
-    WorkerEvent,
-    to_json_line,
-)
 from fusion_tui.agent.prompt import TemplateProbeError
 from fusion_tui.agent.session_run import (
     AgentHost,
@@ -44,13 +31,13 @@ from fusion_tui.agent.session_run import (
 )
 from fusion_tui.agent.tools.workspace import ToolError, Workspace
 from fusion_tui.cli.common import Context, Subparsers, positive
+from fusion_tui.cli.printer import Printer
 from fusion_tui.config import Settings
 from fusion_tui.paths import AppPaths
 from fusion_tui.runtime import Connection, connect, release
 from fusion_tui.server.errors import ServerError
 from fusion_tui.sessions.model import Session, SessionFileError, WallClock
 from fusion_tui.sessions.store import SessionStore, SessionStoreError
-from fusion_tui.status import ServerStatus
 
 
 def register(sub: Subparsers) -> None:
@@ -121,7 +108,7 @@ async def run_task_command(
     session, workspace, task = prepare(args, store)
     if seen is not None:  # what a stop signal must save and report (run_stop.py)
         seen(store, session, str(workspace.root))
-    out = Printer(json_mode=bool(args.json))
+    out = Printer(json_mode=bool(args.json), prog="fusion-tui run")
     conn: Connection | None = None
     try:
         try:
@@ -170,97 +157,3 @@ def save_failed_turn(
     problem = store.try_save(session)
     if problem:
         print(f"fusion-tui run: the session was not saved: {problem}", file=sys.stderr)
-
-
-class Printer:
-    """JSON lines on stdout, or readable progress on stderr and the summary on stdout."""
-
-    def __init__(
-        self, *, json_mode: bool, stdout: TextIO | None = None, stderr: TextIO | None = None
-    ) -> None:
-        self.json_mode = json_mode
-        self.stdout = stdout or sys.stdout
-        self.stderr = stderr or sys.stderr
-
-    def _line(self, obj: dict[str, Any]) -> None:
-        self.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
-        self.stdout.flush()
-
-    def _say(self, text: str) -> None:
-        self.stderr.write(text + "\n")
-        self.stderr.flush()
-
-    def status(self, status: ServerStatus) -> None:
-        if not self.json_mode:
-            self._say(f"server: {status.summary()}")
-
-    def error(self, text: str) -> None:
-        self._say(f"fusion-tui run: {text.splitlines()[0] if text else 'failed'}")
-
-    def event(self, event: AgentEvent) -> None:
-        prefix = ""
-        if isinstance(event, WorkerEvent):
-            prefix = f"[worker {event.worker}] "
-            event = event.event
-        if self.json_mode:
-            if isinstance(event, RequestDone | ToolFinished):
-                line = to_json_line(event)
-                if line is not None:
-                    self._line(line)
-            elif isinstance(event, PromptProgressed):
-                self._line(
-                    {
-                        "event": "prompt_progress",
-                        "processed": event.processed,
-                        "total": event.total,
-                        "cache": event.cache,
-                    }
-                )
-            return
-        text = describe(event)
-        if text:
-            self._say(prefix + text)
-
-    def outcome(self, outcome: str, session_id: str) -> None:
-        if self.json_mode:
-            self._line({"event": "outcome", "outcome": outcome, "session": session_id})
-        else:
-            self._say(f"outcome: {outcome} · session {session_id}")
-
-    def finish(self, outcome: str, session_id: str, summary: str, steps: int) -> None:
-        if self.json_mode:
-            self.outcome(outcome, session_id)
-            return
-        self._say(f"outcome: {outcome} · {steps} step(s) · session {session_id}")
-        if summary:
-            self.stdout.write(summary.rstrip() + "\n")
-            self.stdout.flush()
-
-
-def describe(event: AgentEvent) -> str:
-    """One readable progress line for an event ("" for those not worth a line)."""
-    if isinstance(event, StepStarted):
-        left = max(0, event.time_left_ms) // 1000
-        return f"step {event.step}/{event.max_steps} · {left // 60}m{left % 60:02d}s left"
-    if isinstance(event, RequestDone):
-        total = event.prompt_n + event.cache_n
-        first = f"{event.ttft_ms / 1000:.1f} s" if event.ttft_ms is not None else "none"
-        ended = "" if event.ended == "ok" else f" · {event.ended}"
-        return (
-            f"  {event.purpose} on slot {event.id_slot} · {event.cache_n:,} of {total:,} prompt "
-            f"tokens cached · first token {first} · {event.predicted_per_second:.0f} tok/s{ended}"
-        )
-    if isinstance(event, ToolFinished):
-        mark = "ok" if event.ok else "failed"
-        args = json.dumps(event.args, ensure_ascii=False)
-        if len(args) > 80:
-            args = args[:77] + "..."
-        line = f"  {event.name} {args} · {mark} · {event.duration_ms:.0f} ms"
-        if not event.ok and event.result:
-            line += f"\n    {event.result.splitlines()[0][:160]}"
-        return line
-    if isinstance(event, StepFailed):
-        return f"  step {event.step} produced no valid action: {event.error}"
-    if isinstance(event, Compacted):
-        return f"  compacted the transcript: {event.note}"
-    return ""
