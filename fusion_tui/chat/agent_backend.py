@@ -177,6 +177,11 @@ class AgentBackend:
 
     # --- sessions ------------------------------------------------------------------------------
 
+    async def compact(self) -> str | None:
+        raise Unavailable(
+            "an agent session compacts its transcript itself when it nears the slot's context"
+        )
+
     async def new_session(self) -> str | None:
         self.session = self._open_session(None)
         self.runner = self._runner()

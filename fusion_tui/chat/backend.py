@@ -102,6 +102,11 @@ class Backend(Protocol):
         """Name the session after its first turn (a side call); None when nothing came of it."""
         ...
 
+    async def compact(self) -> str | None:
+        """Summarise the session's older turns in the prompt now (a side call); the notice, or
+        None when there is nothing to compact (`Unavailable`: this backend cannot)."""
+        ...
+
     # --- the server ----------------------------------------------------------------------------
 
     async def stop_server(self) -> None:

@@ -21,9 +21,10 @@ from fusion_tui.agent.prompt import TemplateFrame, TemplateProbeError
 from fusion_tui.agent.session_run import template_frame
 from fusion_tui.chat.backend import SessionCatalog, SlotView, StatusCallback, Unavailable
 from fusion_tui.chat.chat_prompt import chat_prompt
-from fusion_tui.chat.events import Notice, Progress, ReplyDone, ReplyEvent
+from fusion_tui.chat.compaction import SUMMARY_TOKENS, Compactor, load_summary, reply_reserve
+from fusion_tui.chat.events import Compacted, Notice, Progress, ReplyDone, ReplyEvent
 from fusion_tui.chat.slot_keeper import SlotKeeper
-from fusion_tui.chat.titles import TITLE_TOKENS, clean_title, title_messages
+from fusion_tui.chat.titles import TITLE_ASK, TITLE_TOKENS, clean_title, title_messages
 from fusion_tui.chat.warm import first_event, watch_config
 from fusion_tui.clock import REAL_CLOCK, Clock
 from fusion_tui.config import Settings
@@ -37,7 +38,7 @@ from fusion_tui.server.errors import (
     StreamStalled,
 )
 from fusion_tui.server.types import PromptProgress, StreamEnd, StreamEvent, TextDelta
-from fusion_tui.sessions.model import Outcome, Session, WallClock
+from fusion_tui.sessions.model import Message, Outcome, Session, WallClock
 from fusion_tui.sessions.store import SessionStore
 from fusion_tui.slots.archive import DEFAULT_MAX_BYTES
 from fusion_tui.slots.gate import waiting_message
@@ -197,7 +198,9 @@ class LocalBackend:
             for note in await keeper.warm_resume():
                 yield Notice(note)
             slot = await keeper.next_slot()
-            content = await self._content()
+            content, compacted = await self._content()
+            if compacted is not None:
+                yield compacted
             for attempt in (1, 2):
                 got = _Flag()
                 try:
@@ -259,12 +262,38 @@ class LocalBackend:
         except (TemplateProbeError, ServerError):
             return None
 
-    async def _content(self) -> dict[str, Any]:
-        """What the next request asks: the exact-extension `prompt` (see `chat_prompt`)."""
+    async def _content(self, force: bool = False) -> tuple[dict[str, Any], Compacted | None]:
+        """What the next request asks: the exact-extension `prompt` (see `chat_prompt`),
+        compacted first when it would not fit the slot (or when `force`d)."""
         frame = await self._frame()
         if frame is None:
-            return {"messages": self.chat_messages()}
-        return {"prompt": chat_prompt(frame, SYSTEM_PROMPT, self.session.messages)}
+            return {"messages": self.chat_messages()}, None
+        assert self.conn is not None
+        n_ctx, n_predict = self.conn.props.n_ctx, self.settings.llm.max_tokens
+        compactor = Compactor(
+            frame, SYSTEM_PROMPT, self._count, self._side_call, n_ctx,
+            reply_reserve(n_ctx, n_predict), min(SUMMARY_TOKENS, n_predict),
+        )  # fmt: skip
+        prompt, compacted = await compactor.prompt_for(self.store, self.session, force=force)
+        return {"prompt": prompt}, compacted
+
+    async def _count(self, prompt: str) -> int:
+        assert self.conn is not None
+        return len(await self.conn.client.tokenize(prompt, add_special=True))
+
+    async def compact(self) -> str | None:
+        """Compact the session's prompt now (the palette's "Compact session"); the notice, or
+        None when there is nothing to summarise."""
+        if self.keeper.conn is None:
+            raise ServerError("the server is not connected yet")
+        if not any(m.role == "assistant" for m in self.session.messages):
+            return None
+        self.session.messages.append(Message(role="user", content=""))  # counts as the new turn
+        try:
+            _content, compacted = await self._content(force=True)
+        finally:
+            self.session.messages.pop()
+        return None if compacted is None else compacted.text
 
     async def _attempt(
         self, slot: int, got: _Flag, content: dict[str, Any]
@@ -325,9 +354,10 @@ class LocalBackend:
     # --- side calls ----------------------------------------------------------------------------
 
     async def make_title(self) -> str | None:
-        """Title the session with a short side call on the side-call slot (never the session's
-        own, unless the pool has one slot); saves the session. None when there is nothing to
-        title from or the model said nothing usable."""
+        """Title the session with a side call that costs no session its cache (`titles.py`): a
+        continuation of its own prompt where prefix reuse is `full`, else a slot no session
+        holds; saves the session. None when there is nothing to title from, no such slot, or
+        the model said nothing usable."""
         keeper, gate = self.keeper, self.keeper.gate
         if keeper.conn is None or gate is None:
             raise ServerError("the server is not connected yet")
@@ -335,20 +365,53 @@ class LocalBackend:
         first = next((m.content for m in session.messages if m.role == "user"), "")
         if not first.strip():
             return None
-        own = keeper.pool.pins.get(session.id)
-        side = keeper.pool.side_call_slot(busy=gate.held, avoid=() if own is None else (own,))
-        body = {
-            "messages": title_messages(first),
-            "cache_prompt": True,
-            "n_predict": TITLE_TOKENS,
-            "temperature": 0.0,
-        }
+        slot = self._title_slot()
+        if slot is None:
+            slot = self.keeper.side_slot_for(free_only=True)
+        if slot is None:  # every slot holds a session: a title is not worth evicting one
+            return None
+        raw = await self._side_call(await self._title_body(first), slot=slot)
+        title = clean_title(raw)
+        if not title:
+            return None
+        session.title = title
+        self._save()
+        return title
+
+    def _title_slot(self) -> int | None:
+        """The session's own slot when the title can continue its cached prompt (the launch's
+        fit says prefix reuse `full`; unknown counts as not); None: a side slot."""
+        conn = self.conn
+        assert conn is not None
+        own = self.pool.pins.get(self.session.id)
+        fit = conn.record.fit if conn.record is not None else None
+        if own is None or not isinstance(fit, dict) or fit.get("prefix_reuse") != "full":
+            return None
+        return own
+
+    async def _title_body(self, first: str) -> dict[str, Any]:
+        frame = await self._frame()
+        if frame is None or self._title_slot() is None:
+            return {"messages": title_messages(first), "n_predict": TITLE_TOKENS, "temperature": 0}
+        summary = load_summary(self.store, self.session.id)
+        asked = [*self.session.messages, Message(role="user", content=TITLE_ASK)]
+        prompt = chat_prompt(frame, SYSTEM_PROMPT, asked, summary)
+        return {"prompt": prompt, "n_predict": TITLE_TOKENS, "temperature": 0.0}
+
+    async def _side_call(self, body: dict[str, Any], slot: int | None = None) -> str:
+        """One side call (title, summary); its text. `slot` None: a slot no session holds
+        (`SlotKeeper.side_slot_for`), else the one named (the session's own, for a title that
+        continues its prompt)."""
+        gate = self.keeper.gate
+        assert gate is not None
+        side = self.keeper.side_slot_for() if slot is None else slot
+        assert side is not None
         pieces: list[str] = []
-        keeper.side_slot = side if side >= 0 else None
         async with gate.hold(side) as lease:
             started = self.clock.now()
             first_at: float | None = None
-            async with aclosing(self._open_stream({**body, "id_slot": lease.slot})) as events:
+            request = {**body, "cache_prompt": True, "id_slot": lease.slot}
+            async with aclosing(self._open_stream(request)) as events:
                 async for event in events:
                     if isinstance(event, TextDelta):
                         first_at = self.clock.now() if first_at is None else first_at
@@ -356,12 +419,7 @@ class LocalBackend:
                     elif isinstance(event, StreamEnd):
                         ttft = ((first_at or self.clock.now()) - started) * 1000
                         self._record_request(event, ttft, side=True)
-        title = clean_title("".join(pieces))
-        if not title:
-            return None
-        session.title = title
-        self._save()
-        return title
+        return "".join(pieces)
 
     # --- records -------------------------------------------------------------------------------
 

@@ -202,6 +202,25 @@ class SlotKeeper:
         slot = choose_fresh_slot(states, self.pool.total_slots, taken)
         return -1 if slot is None else slot
 
+    def side_slot_for(self, *, free_only: bool = False) -> int | None:
+        """The slot for a side call (title, summary): one no known session holds (pins of this
+        process, sessions stored for this launch, requests in flight), the previous side slot
+        first; else (unless `free_only`: then None) the pool's choice, never the session's own
+        while another exists."""
+        assert self.gate is not None
+        own = self.pool.pins.get(self.session.id)
+        taken = set(self.pool.pins.values()) | set(self.known_owners()) | set(self.gate.held)
+        free = [s for s in range(self.pool.total_slots) if s not in taken]
+        if free:
+            slot = self.side_slot if self.side_slot in free else max(free)
+        elif free_only:
+            return None
+        else:
+            avoid = () if own is None else (own,)
+            slot = self.pool.side_call_slot(busy=self.gate.held, avoid=avoid)
+        self.side_slot = slot if slot >= 0 and slot != own else None
+        return slot
+
     def pin_answer(self, id_slot: int) -> None:
         """The server answered the session on `id_slot`: pin it there."""
         session = self.session

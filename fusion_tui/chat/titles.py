@@ -1,8 +1,10 @@
 """Provides the session-title side call's prompt and the cleanup of what the model answers.
 
-Kept cheap on purpose: only the first user message (cut to `TITLE_INPUT_CHARS`) is sent, with a
-short `n_predict`, so the call costs a few hundred prompt tokens on the side slot, never a re-read
-of the session.
+Kept cheap on purpose. Where the model's prefix reuse is `full`, the title is asked as a
+continuation of the session's own cached prompt on its own slot (`TITLE_ASK` after the answer):
+a few dozen new tokens, no other slot touched, and the next turn still reuses the whole prompt
+and answer (it diverges only after them). Elsewhere only the first user message (cut to
+`TITLE_INPUT_CHARS`) is sent on a slot no session holds, with a short `n_predict`.
 """
 
 from __future__ import annotations
@@ -16,6 +18,13 @@ TITLE_SYSTEM = (
     "You name chat sessions. Answer with a title of at most six words for the user's request. "
     "No quotes, no punctuation at the end, nothing else."
 )
+
+
+TITLE_ASK = (
+    "Name this conversation so far with a title of at most six words. "
+    "No quotes, no punctuation at the end, nothing else."
+)
+"""The title question asked as a continuation of the session's own cached prompt."""
 
 
 def title_messages(first_user_message: str) -> list[dict[str, str]]:

@@ -63,3 +63,52 @@ async def test_a_degenerate_answer_cut_at_max_tokens_is_reused_whole(server: Rea
     # everything the slot held (prompt + the answer's tokens, the last one not yet evaluated)
     assert second.cache_n >= first.prompt_n + first.cache_n + 48 - 3, (first, second)
     assert second.prompt_n <= 30, second  # the new turn only
+
+
+async def test_a_chat_session_past_its_slot_compacts_and_the_turn_completes(
+    server: RealServer,
+) -> None:
+    from fusion_tui.chat.events import Compacted
+    from tests.server.real_backend import long_text
+
+    b = await backend(server, max_tokens=12)  # also the summary's budget: a loaded box is slow
+    n_ctx = b.conn.props.n_ctx  # type: ignore[union-attr]
+    assert n_ctx == 2048
+    compacted: list[Compacted] = []
+    for i in range(6):
+        events = await turn(b, long_text(130, seed=i) + f"\nWhat is note {i} about?")
+        compacted += [e for e in events if isinstance(e, Compacted)]
+    await b.close()
+    assert compacted, "six turns of ~430 tokens must outgrow a 2,048-token slot"
+    c = compacted[0]
+    assert c.before + 12 > n_ctx > c.after and c.turns >= 1
+    assert all(t.outcome == "completed" for t in b.session.turns)
+    assert len([m for m in b.session.messages if m.role == "user"]) == 6
+    side = [r for r in b.session.requests if r.side_call]
+    own_slots = {r.id_slot for r in own(b)}
+    assert side and len(own_slots) == 1 and side[0].id_slot not in own_slots
+
+
+async def test_two_sessions_and_their_titles_keep_every_cached_prefix(
+    server: RealServer, demo_model: Path
+) -> None:
+    from fusion_tui.fit.swa import prefix_reuse
+    from fusion_tui.gguf.facts import read_model_facts
+    from tests.server.real_backend import long_text
+
+    assert server.record is not None  # the launch plan's reuse class, as `launch` records it
+    server.record.fit = {"prefix_reuse": prefix_reuse(read_model_facts(demo_model), False)}
+    a, b = await backend(server), await backend(server)
+    await turn(a, long_text(200, seed=11))
+    await turn(b, long_text(150, seed=12))
+    assert await a.make_title() and await b.make_title()
+    for text in ("Which word came first?", "And the last one?"):
+        for s in (a, b):
+            before = own(s)[-1]
+            await turn(s, text)
+            after = own(s)[-1]
+            assert after.id_slot == before.id_slot
+            assert after.cache_n >= before.prompt_n + before.cache_n, (before, after)
+    await a.close()
+    await b.close()
+    assert a.session.pinned_slot != b.session.pinned_slot

@@ -14,6 +14,7 @@ from textual.widgets import Footer
 
 from fusion_tui.chat.backend import Backend, Unavailable
 from fusion_tui.chat.events import (
+    Compacted,
     Notice,
     Progress,  # prompt progress bar (chat.local)
     PromptProgress,
@@ -22,6 +23,7 @@ from fusion_tui.chat.events import (
     TextDelta,
     ToolBlock,  # agent mode: tool-call blocks
 )
+from fusion_tui.server.errors import ServerError
 from fusion_tui.status import ServerStatus, turn_summary
 from fusion_tui.tui.bindings import MAIN_SCREEN_BINDINGS
 from fusion_tui.tui.notices import notify_server_crashed, notify_server_ready
@@ -167,6 +169,20 @@ class MainScreen(Screen[None]):
         """A side call (on the reserved slot) names the session after its first turn."""
         await self.backend.make_title()
 
+    @work(group="compact", exclusive=True, exit_on_error=False)
+    async def compact_session(self) -> None:
+        """The palette's "Compact session": older turns summarised in the prompt (a side call);
+        the chat keeps every message."""
+        if self.reply_running:
+            self.app.notify("A reply is streaming; compact after it ends.")
+            return
+        try:
+            note = await self.backend.compact()
+        except ServerError as exc:  # Unavailable included
+            self.app.notify(str(exc), markup=False)
+            return
+        self.app.notify(note or "Nothing to compact yet.", markup=False)
+
     async def action_new_session(self) -> None:
         """Start a fresh session; the current one stays saved (and its slot warm)."""
         if self.reply_running:
@@ -257,6 +273,8 @@ class MainScreen(Screen[None]):
                         status.activity = progress_text(event)
                     elif isinstance(event, Notice):
                         status.activity = event.text
+                        if isinstance(event, Compacted):
+                            self.app.notify(event.text, markup=False)
                     elif isinstance(event, StreamEnd):
                         status.turn_finished(
                             event.timings, turn_summary(event.timings, event.id_slot)
