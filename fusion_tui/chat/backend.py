@@ -61,6 +61,10 @@ class SlotView(Protocol):
         """The session that most likely holds `slot` on this server, if any."""
         ...
 
+    def sessions_on_disk(self) -> builtins.list[str]:
+        """Titles of the sessions whose slot is saved on disk and in no slot now."""
+        ...
+
 
 class Backend(Protocol):
     # --- turns ---------------------------------------------------------------------------------

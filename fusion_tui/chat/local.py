@@ -198,6 +198,8 @@ class LocalBackend:
             for note in await keeper.warm_resume():
                 yield Notice(note)
             slot = await keeper.next_slot()
+            for note in keeper.take_notes():
+                yield Notice(note)
             content, compacted = await self._content()
             if compacted is not None:
                 yield compacted
@@ -424,9 +426,10 @@ class LocalBackend:
     # --- records -------------------------------------------------------------------------------
 
     def _record_request(self, end: StreamEnd, ttft_ms: float, *, side: bool = False) -> None:
+        t = end.timings
         if not side:
             self.keeper.pin_answer(end.id_slot)
-        t = end.timings
+            self.keeper.measured_prompt(t.prompt_n, t.prompt_per_second)
         self.session.record_request(
             id_slot=end.id_slot,
             prompt_n=t.prompt_n,

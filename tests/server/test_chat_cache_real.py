@@ -112,3 +112,23 @@ async def test_two_sessions_and_their_titles_keep_every_cached_prefix(
     await a.close()
     await b.close()
     assert a.session.pinned_slot != b.session.pinned_slot
+
+
+async def test_six_sessions_on_two_slots_come_back_from_disk(server: RealServer) -> None:
+    from fusion_tui.chat.events import Notice
+    from tests.server.real_backend import long_text
+
+    sessions = [await backend(server, max_tokens=4) for _ in range(6)]
+    restored: list[str] = []
+    for r in range(2):
+        for k, b in enumerate(sessions):
+            text = long_text(60, seed=30 + k) if r == 0 else "And then?"
+            events = await turn(b, text)
+            restored += [e.text for e in events if isinstance(e, Notice) and "restored" in e.text]
+    for b in sessions:
+        await b.close()
+    assert len(restored) == 6, restored  # every returning session came back from disk
+    for b in sessions:
+        first, second = own(b)
+        assert second.cache_n >= first.prompt_n + first.cache_n, (first, second)
+        assert second.prompt_n <= 24, second  # the new turn only

@@ -119,7 +119,11 @@ class MainScreen(Screen[None]):
         if self.query(SlotMap):
             return
         slot_map = SlotMap(
-            view.slots, view.slot_owners, prompt_totals_fn=view.prompt_totals, id="slots"
+            view.slots,
+            view.slot_owners,
+            prompt_totals_fn=view.prompt_totals,
+            on_disk_fn=view.sessions_on_disk,
+            id="slots",
         )
         await self.query_one("#body").mount(slot_map)
 
