@@ -39,9 +39,10 @@ from fusion_tui.agent.session_run import (
 from fusion_tui.agent.tools.workspace import Workspace
 from fusion_tui.chat.backend import SessionCatalog, SlotView, StatusCallback, Unavailable
 from fusion_tui.chat.events import Notice, ReplyDone, ReplyEvent, ToolBlock
+from fusion_tui.chat.slot_keeper import SlotKeeper
 from fusion_tui.config import Settings
 from fusion_tui.paths import AppPaths
-from fusion_tui.runtime import Connection, connect, release
+from fusion_tui.runtime import Connection, connect, release, stops_on_exit
 from fusion_tui.server.errors import ServerError
 from fusion_tui.server.types import PromptProgress, StreamEnd, TextDelta, Timings
 from fusion_tui.sessions.model import Session
@@ -144,6 +145,8 @@ class AgentBackend:
         self.conn: Connection | None = None
         self.host: AgentHost | None = None
         self.runner: SessionRunner | None = None
+        self.keeper = SlotKeeper(self.store, self.session)
+        """The slot policy every path shares (fresh slot, warm resume, save on leaving)."""
 
     def _open_session(self, resume: str | None) -> Session:
         if resume == "":
@@ -159,8 +162,11 @@ class AgentBackend:
 
     async def adopt(self, conn: Connection) -> ServerStatus:
         self.conn = conn
+        self.keeper.attach(conn)
         self.host = await AgentHost.open(
             conn,
+            pool=self.keeper.pool,
+            gate=self.keeper.gate,
             idle_timeout=self.settings.local_models.request_timeout_ms / 1000,
             configured_workers=self.settings.llm.run_mode.fusion.workers,
         )
@@ -172,7 +178,7 @@ class AgentBackend:
             return None
         return SessionRunner(
             self.host, self.store, self.session, workspace=self.workspace,
-            approver=self.approver, config=agent_config(self.settings),
+            approver=self.approver, config=agent_config(self.settings), slots=self.keeper,
         )  # fmt: skip
 
     # --- sessions ------------------------------------------------------------------------------
@@ -184,13 +190,15 @@ class AgentBackend:
 
     async def new_session(self) -> str | None:
         self.session = self._open_session(None)
+        note = await self.keeper.switch(self.session)  # the left session's slot saved first
         self.runner = self._runner()
-        return None
+        return note
 
     async def open_session(self, session_id: str) -> str | None:
         self.session = self._open_session(session_id)
+        note = await self.keeper.switch(self.session)
         self.runner = self._runner()
-        return None
+        return note
 
     def sessions(self) -> SessionCatalog:
         return self.store
@@ -204,7 +212,7 @@ class AgentBackend:
         raise Unavailable("This backend does not own a server.")
 
     def slot_view(self) -> SlotView | None:
-        return None
+        return self.keeper if self.keeper.conn is not None else None
 
     def history(self) -> list[tuple[str, str]]:
         return [
@@ -216,7 +224,14 @@ class AgentBackend:
     async def close(self) -> None:
         conn, self.conn = self.conn, None
         if conn is not None:
-            await release(self.settings, self.paths, conn)
+            try:
+                if self.keeper.conn is not None:
+                    await self.keeper.leave()  # its slot saved for a warm resume
+                    if stops_on_exit(self.settings, conn):
+                        await self.keeper.save_others()
+            finally:
+                self.keeper.detach()
+                await release(self.settings, self.paths, conn)
 
     async def reply(self, text: str) -> AsyncGenerator[ReplyEvent, None]:
         runner = self.runner

@@ -30,11 +30,12 @@ from fusion_tui.agent.session_run import (
     open_session,
 )
 from fusion_tui.agent.tools.workspace import ToolError, Workspace
+from fusion_tui.chat.slot_keeper import SlotKeeper
 from fusion_tui.cli.common import Context, Subparsers, positive
 from fusion_tui.cli.printer import Printer
 from fusion_tui.config import Settings
 from fusion_tui.paths import AppPaths
-from fusion_tui.runtime import Connection, connect, release
+from fusion_tui.runtime import Connection, connect, release, stops_on_exit
 from fusion_tui.server.errors import ServerError
 from fusion_tui.sessions.model import Session, SessionFileError, WallClock
 from fusion_tui.sessions.store import SessionStore, SessionStoreError
@@ -109,14 +110,17 @@ async def run_task_command(
     if seen is not None:  # what a stop signal must save and report (run_stop.py)
         seen(store, session, str(workspace.root))
     out = Printer(json_mode=bool(args.json), prog="fusion-tui run")
+    keeper = SlotKeeper(store, session)  # the one slot policy of every path
     conn: Connection | None = None
     try:
         try:
             conn = await connect(settings, paths, out.status, model=getattr(args, "model", None))
+            keeper.attach(conn)
             idle = settings.local_models.request_timeout_ms / 1000
             host = await AgentHost.open(
-                conn, idle_timeout=idle, configured_workers=settings.llm.run_mode.fusion.workers
-            )
+                conn, pool=keeper.pool, gate=keeper.gate, idle_timeout=idle,
+                configured_workers=settings.llm.run_mode.fusion.workers,
+            )  # fmt: skip
         except (ServerError, TemplateProbeError) as exc:
             save_failed_turn(store, session, task, str(workspace.root), str(exc))
             out.error(getattr(exc, "message", "") or str(exc))  # one paragraph
@@ -127,8 +131,9 @@ async def run_task_command(
         )
         approver = HeadlessApprover(yes=bool(args.yes), allow_shell=tuple(args.allow_shell))
         runner = SessionRunner(
-            host, store, session, workspace=workspace, approver=approver, config=config
-        )
+            host, store, session, workspace=workspace, approver=approver, config=config,
+            slots=keeper,
+        )  # fmt: skip
         report = await runner.run(task, on_event=out.event)
         if report.save_error:
             out.error(f"the session was not saved: {report.save_error}")
@@ -140,7 +145,14 @@ async def run_task_command(
     finally:
         if conn is not None:
             with anyio.CancelScope(shield=True):
-                await release(settings, paths, conn)
+                try:
+                    if keeper.conn is not None:
+                        await keeper.leave()  # the session's slot saved for a warm resume
+                        if stops_on_exit(settings, conn):
+                            await keeper.save_others()
+                finally:
+                    keeper.detach()
+                    await release(settings, paths, conn)
 
 
 def save_failed_turn(
