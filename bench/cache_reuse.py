@@ -1,18 +1,30 @@
-"""Benchmark: prompt tokens evaluated and time to first token, fusion-tui's slot policy against a
-plain OpenAI-style client (no `id_slot`, no pinning, no saved slots: what oterm, elia and
-opencode send), on the real server (SmolLM2 unless --model), in the same run.
+"""Benchmark: prompt tokens evaluated and first-token time, fusion-tui's slot policy against a
+plain OpenAI-style client (whole history every time, no `id_slot`, no pinning, no saved slots:
+what oterm, elia and opencode send), on the real server, same launch settings (the product's
+own plan: `runtime.plan_for`), in the same run.
 
-Workload per policy, each on a freshly launched daemon (same texts, so the runs are comparable):
-  sequential   K sessions × R rounds, round robin, a side call (session title) after every turn
-  concurrent   two sessions running at once for R rounds, each turn followed by its side call
-  resume       a new app instance sends session 0's next turn on the same server
-  restart      the daemon restarts (fusion-tui saves the slots first), then session 0 resumes
+Phases (`--phases a,b`; each policy runs them on its own freshly launched daemon):
+  sequential      K sessions × R rounds, round robin, a side call (session title) after each turn
+  concurrent      two of those sessions at once for R rounds, each turn followed by its side call
+  resume          a new app instance sends session 0's next turn on the same server
+  restart         the daemon restarts (fusion-tui saves the slots first), then session 0 resumes
+  oversubscribed  8 sessions round robin on 4 slots, with the server's RAM prompt cache at its
+                  default (`oversubscribed`) and with --cache-ram 0 (`oversubscribed-ram0`)
+  long            one session that grows past its slot's context (refused turns are counted)
+  agent           agent tasks in two workspaces A and B alternating (`AgentHost`/`SessionRunner`)
+  swa             `sequential` and `restart` on Gemma 3 270M (sliding window) without --swa-full
 
-Prints per phase the prompt tokens the server evaluated (`timings.prompt_n`, side calls
-included) and the mean time to first token of the session turns, and the ratios fusion / plain.
+Per phase: prompt tokens evaluated (side calls included), the minimum (the tokens new in each
+request), first-token time (median of the session turns, from the moment the turn is asked:
+gate, `/slots` polls and restores included), the client's share of it (first-token time minus
+the server's own prompt time, median: what a policy adds, robust to a loaded box), refused
+turns, and fusion / plain. `--runs N` repeats
+everything N times and prints medians with the spread; `--trace` prints every request (session,
+slot asked -> served, cached, evaluated, minimum, time before the send and in `/slots` polls,
+server prompt time, first token, and why a re-read happened).
 
-    .venv/bin/python bench/cache_reuse.py [--sessions 3] [--rounds 3] [--words 150]
-        [--max-tokens 8] [--parallel 4] [--ctx-per-slot 2048] [--model PATH] [--json]
+    .venv/bin/python bench/cache_reuse.py [--phases sequential,restart] [--runs 3] [--trace]
+        [--sessions 3] [--rounds 3] [--words 150] [--max-tokens 8] [--parallel 4] [--json]
 """
 
 from __future__ import annotations
@@ -23,288 +35,230 @@ import json
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fusion_tui.chat.local import LocalBackend
-from fusion_tui.chat.titles import TITLE_TOKENS, title_messages
-from fusion_tui.config import Settings
-from fusion_tui.config.settings import LLMSettings, LocalModelsSettings
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _cache_common import (
+    Recorder,
+    Row,
+    Server,
+    ServerConfig,
+    annotate,
+    median_spread,
+    print_trace,
+)
+from _cache_phases import (
+    Driver,
+    FusionDriver,
+    PlainDriver,
+    agent,
+    concurrent,
+    long,
+    oversubscribed,
+    restart,
+    resume,
+    sequential,
+)
+
 from fusion_tui.demo_model import demo_model_path
-from fusion_tui.paths import AppPaths
-from fusion_tui.runtime import Connection
-from fusion_tui.server.binary import find_llama_server
-from fusion_tui.server.client import LlamaClient
-from fusion_tui.server.daemon import ManagedDaemon
-from fusion_tui.server.launch import LaunchSpec
-from fusion_tui.server.records import LaunchRecord
-from fusion_tui.server.types import StreamEnd, TextDelta
-from fusion_tui.sessions.model import RequestRecord
-from fusion_tui.status import ServerStatus
 
-PHASES = ("sequential", "concurrent", "resume", "restart")
-WORDS = [
-    "parser",
-    "lexer",
-    "token",
-    "buffer",
-    "module",
-    "import",
-    "cache",
-    "slot",
-    "session",
-    "prompt",
-    "layer",
-    "tensor",
-]
-SYSTEM = "You are a concise, careful coding assistant running on the user's own machine."
+ALL = ("sequential", "concurrent", "resume", "restart", "oversubscribed", "oversubscribed-ram0",
+       "long", "agent", "swa-sequential", "swa-restart")  # fmt: skip
+ALIASES = {"oversubscribed": ("oversubscribed", "oversubscribed-ram0"),
+           "swa": ("swa-sequential", "swa-restart")}  # fmt: skip
 
 
-def opening(k: int, words: int) -> str:
-    body = " ".join(f"{WORDS[(i * 5 + k) % len(WORDS)]}{(i * 3 + k) % 89}" for i in range(words))
-    return f"Session {k}. Read these notes, then answer briefly.\n{body}"
+def groups(args: argparse.Namespace) -> list[tuple[ServerConfig, list[str]]]:
+    """Which daemons to launch for the chosen phases, and the phases each one serves."""
+    demo = Path(args.model) if args.model else demo_model_path()
+    if demo is None:
+        raise SystemExit("no model: pass --model or install the demo model")
+    out = []
+    main = [p for p in (*ALL[:5], "long", "agent") if p in args.phases]
+    if main:
+        out.append((ServerConfig("demo", demo), main))
+    if "oversubscribed-ram0" in args.phases:
+        out.append((ServerConfig("demo-ram0", demo, cache_ram=0), ["oversubscribed-ram0"]))
+    swa = [p for p in ("swa-sequential", "swa-restart") if p in args.phases]
+    if swa:
+        from tests.models import GEMMA3_INSTALL_HINT, assemble_gemma3
+
+        gemma = assemble_gemma3()
+        if gemma is None:
+            raise SystemExit("the swa phases need Gemma 3 270M: " + GEMMA3_INSTALL_HINT)
+        out.append((ServerConfig("gemma3", gemma, swa_full="off"), swa))
+    return out
 
 
-def follow_up(k: int, r: int) -> str:
-    return f"Round {r}: which item of session {k} matters most?"
-
-
-@dataclass
-class Tally:
-    prompt_n: int = 0
-    cache_n: int = 0
-    requests: int = 0
-    ttft_ms: list[float] = field(default_factory=list)
-
-    def add(self, prompt_n: int, cache_n: int, ttft_ms: float | None) -> None:
-        self.prompt_n += prompt_n
-        self.cache_n += cache_n
-        self.requests += 1
-        if ttft_ms is not None:
-            self.ttft_ms.append(ttft_ms)
-
-    @property
-    def mean_ttft(self) -> float:
-        return sum(self.ttft_ms) / len(self.ttft_ms) if self.ttft_ms else 0.0
-
-
-Result = dict[str, Tally]
-
-
-class Server:
-    def __init__(self, args: argparse.Namespace, home: Path) -> None:
-        self.paths = AppPaths.default(env={"FUSION_TUI_HOME": str(home)})
-        model = Path(args.model) if args.model else demo_model_path()
-        if model is None:
-            raise SystemExit("no model: pass --model or install the demo model")
-        self.daemon = ManagedDaemon(self.paths, find_llama_server())
-        self.spec = LaunchSpec(
-            model=model,
-            parallel=args.parallel,
-            ctx=args.parallel * args.ctx_per_slot,
-            threads=args.threads,
-            slot_save_path=self.paths.slot_save_dir,
-        )
-        self.record: LaunchRecord | None = None
-
-    async def launch(self) -> None:
-        await self.daemon.stop()
-        self.record = await self.daemon.launch(self.spec, probe=False)
-
-    @property
-    def url(self) -> str:
-        assert self.record is not None
-        return self.record.url
-
-    def connector(self) -> Callable[..., Awaitable[Connection]]:
-        async def connect(*_a: Any, **_kw: Any) -> Connection:
-            client = LlamaClient(self.url)
-            props = await client.props()
-            return Connection(client, props, ServerStatus(state="ready"), self.record)
-
-        return connect
-
-
-def trace(args: argparse.Namespace, policy: str, phase: str, *row: object) -> None:
-    """`--trace`: one line per request on stderr (policy, phase, slot, prompt_n, cache_n, side)."""
-    if args.trace:
-        print(policy, phase, *row, file=sys.stderr)
-
-
-# --- fusion-tui's policy -----------------------------------------------------------------------
-
-
-async def fusion(server: Server, args: argparse.Namespace) -> Result:
-    result = {p: Tally() for p in PHASES}
-    settings = Settings(
-        local_models=LocalModelsSettings(progress_watch=False),
-        llm=LLMSettings(temperature=0.0, max_tokens=args.max_tokens),
-    )
-
-    async def make(resume: str | None = None) -> LocalBackend:
-        b = LocalBackend(settings, server.paths, resume=resume, connector=server.connector())
-        await b.start(lambda _s: None)
-        return b
-
-    def count(phase: str, records: list[RequestRecord]) -> None:
-        for r in records:
-            result[phase].add(r.prompt_n, r.cache_n, None if r.side_call else r.ttft_ms)
-            trace(args, "fusion", phase, r.id_slot, r.prompt_n, r.cache_n, r.side_call)
-
-    async def step(phase: str, b: LocalBackend, text: str) -> None:
-        n = len(b.session.requests)
-        async for _ in b.reply(text):
-            pass
-        await b.make_title()  # the side call
-        count(phase, b.session.requests[n:])
-
-    sessions = [await make() for _ in range(args.sessions)]
-    for r in range(args.rounds):
-        for k, b in enumerate(sessions):
-            await step("sequential", b, opening(k, args.words) if r == 0 else follow_up(k, r))
-    for r in range(args.rounds):
-        await asyncio.gather(
-            *(step("concurrent", b, follow_up(k, 100 + r)) for k, b in enumerate(sessions[:2]))
-        )
-    for b in sessions:
-        await b.close()  # leaving saves each session's slot
-    again = await make(resume=sessions[0].session.id)
-    n = len(again.session.requests)
-    async for _ in again.reply(follow_up(0, 200)):
-        pass
-    count("resume", again.session.requests[n:])
-    await again.close()
-    await server.launch()  # the slots were saved when the sessions were left
-    after = await make(resume=sessions[0].session.id)
-    n = len(after.session.requests)
-    async for _ in after.reply(follow_up(0, 300)):
-        pass
-    count("restart", after.session.requests[n:])
-    await after.close()
-    return result
-
-
-# --- a plain OpenAI-style client ---------------------------------------------------------------
-
-
-async def plain_request(url: str, messages: list[dict[str, str]], n: int) -> tuple[str, Any]:
-    body = {"messages": messages, "max_tokens": n, "temperature": 0.0}
-    started, first = time.monotonic(), None
-    text: list[str] = []
-    end: StreamEnd | None = None
-    async with LlamaClient(url) as client:
-        async for event in client.stream_chat(body):  # `verbose` only to read the timings
-            if isinstance(event, TextDelta):
-                first = first or time.monotonic()
-                text.append(event.text)
-            elif isinstance(event, StreamEnd):
-                end = event
-    assert end is not None
-    ttft = ((first or time.monotonic()) - started) * 1000
-    return "".join(text), (end.timings.prompt_n, end.timings.cache_n, ttft)
-
-
-async def plain(server: Server, args: argparse.Namespace) -> Result:
-    result = {p: Tally() for p in PHASES}
-    histories = [[{"role": "system", "content": SYSTEM}] for _ in range(args.sessions)]
-
-    async def step(phase: str, k: int, text: str, side: bool = True) -> None:
-        history = histories[k]
-        history.append({"role": "user", "content": text})
-        answer, (p, c, ttft) = await plain_request(server.url, history, args.max_tokens)
-        history.append({"role": "assistant", "content": answer})
-        result[phase].add(p, c, ttft)
-        trace(args, "plain", phase, -1, p, c, False)
-        if side:
-            _t, (p, c, _ttft) = await plain_request(
-                server.url, title_messages(history[1]["content"]), TITLE_TOKENS
-            )
-            result[phase].add(p, c, None)
-            trace(args, "plain", phase, -1, p, c, True)
-
-    for r in range(args.rounds):
-        for k in range(args.sessions):
-            await step("sequential", k, opening(k, args.words) if r == 0 else follow_up(k, r))
-    for r in range(args.rounds):
-        await asyncio.gather(*(step("concurrent", k, follow_up(k, 100 + r)) for k in (0, 1)))
-    await step("resume", 0, follow_up(0, 200), side=False)
+async def run_group(driver: Driver, server: Server, phases: list[str], root: Path) -> None:
+    chosen = set(phases)
+    needs_chat = chosen & {"sequential", "concurrent", "resume", "restart"}
     await server.launch()
-    await step("restart", 0, follow_up(0, 300), side=False)
-    return result
+    driver.rec.epoch += 1
+    if needs_chat:
+        await sequential(driver)  # resume/restart continue these sessions (counted if chosen)
+        if "concurrent" in chosen:
+            await concurrent(driver)
+        await resume(driver)
+        await restart(driver)
+    for phase in ("oversubscribed", "oversubscribed-ram0", "long", "agent"):
+        if phase not in chosen:
+            continue
+        if needs_chat or phase != phases[0]:
+            await driver.restart()
+        if phase == "long":
+            await long(driver, server.plan.per_slot_ctx)
+        elif phase == "agent":
+            await agent(driver, root)
+        else:
+            await oversubscribed(driver, phase)
+    if "swa-sequential" in chosen or "swa-restart" in chosen:
+        await sequential(driver, "swa-sequential", "w")
+        await driver.leave()
+        await restart(driver, "swa-restart", "w0")
+    await driver.close()
 
 
-# --- report ------------------------------------------------------------------------------------
+async def one_run(args: argparse.Namespace) -> dict[str, list[Row]]:
+    rows: dict[str, list[Row]] = {"plain": [], "fusion": []}
+    recorders: list[Recorder] = []
+    for cfg, phases in groups(args):
+        for policy, cls in (("plain", PlainDriver), ("fusion", FusionDriver)):
+            with tempfile.TemporaryDirectory(prefix="fusion-bench-") as home:
+                server = Server(Path(home), cfg, args)
+                rec = Recorder(policy)
+                try:
+                    await run_group(cls(server, rec, args), server, phases, Path(home))
+                finally:
+                    await server.stop()
+                rows[policy] += rec.rows
+                recorders.append(rec)
+    best_side: dict[tuple[str, str, str, int], int] = {}
+    firsts = set()
+    for row in rows["plain"] + rows["fusion"]:
+        first = row.label.kind != "side" and (row.policy, row.label.session) not in firsts
+        firsts.add((row.policy, row.label.session))
+        if (row.label.kind == "side" or first) and not row.error:
+            lab = row.label
+            key = (lab.phase, lab.session, lab.kind, lab.turn)
+            best_side[key] = min(best_side.get(key, row.prompt_n), row.prompt_n)
+    for policy_rows in rows.values():
+        annotate(policy_rows, best_side)
+    if args.trace:
+        print_trace(rows["plain"] + rows["fusion"], recorders)
+    return rows
 
 
-def ratio(a: float, b: float) -> str:
-    return f"{a / b:.3f}" if b else "n/a"
+def figures(rows: list[Row], phase: str) -> dict[str, float]:
+    mine = [r for r in rows if r.label.phase == phase]
+    turns = [r for r in mine if r.label.kind != "side"]
+    ttfts = sorted(t for r in turns if not r.error and (t := r.ttft_ms) is not None)
+    mid = ttfts[len(ttfts) // 2] if ttfts else 0.0
+    if ttfts and len(ttfts) % 2 == 0:
+        mid = (ttfts[len(ttfts) // 2 - 1] + ttfts[len(ttfts) // 2]) / 2
+    client = sorted((r.ttft_ms or 0) - r.prompt_ms for r in turns if not r.error and r.t_end)
+    return {
+        "client_ms": client[len(client) // 2] if client else 0.0,
+        "evaluated": sum(r.prompt_n for r in mine),
+        "minimum": sum(r.minimum for r in mine),
+        "ttft_ms": mid,
+        "refused": sum(1 for r in turns if r.error),
+        "requests": len(mine),
+    }
 
 
-def report(results: dict[str, Result], elapsed: dict[str, float], as_json: bool) -> None:
-    f, p = results["fusion"], results["plain"]
-    rows = []
-    for phase in PHASES:
-        rows.append(
-            {
-                "phase": phase,
-                "fusion_prompt_n": f[phase].prompt_n,
-                "plain_prompt_n": p[phase].prompt_n,
-                "prompt_n_ratio": ratio(f[phase].prompt_n, p[phase].prompt_n),
-                "fusion_ttft_ms": round(f[phase].mean_ttft, 1),
-                "plain_ttft_ms": round(p[phase].mean_ttft, 1),
-                "ttft_ratio": ratio(f[phase].mean_ttft, p[phase].mean_ttft),
-            }
-        )
-    total_f = sum(f[ph].prompt_n for ph in PHASES)
-    total_p = sum(p[ph].prompt_n for ph in PHASES)
-    if as_json:
-        print(json.dumps({"phases": rows, "elapsed_s": elapsed, "total_ratio": total_f / total_p}))
-        return
-    print(f"{'phase':<11} {'evaluated fusion/plain':>24} {'ratio':>7} {'TTFT ms fusion/plain':>22}")
-    for row in rows:
-        evaluated = f"{row['fusion_prompt_n']:,} / {row['plain_prompt_n']:,}"
-        ttft = f"{row['fusion_ttft_ms']:.0f} / {row['plain_ttft_ms']:.0f}"
+def summarize(runs: list[dict[str, list[Row]]], phases: list[str]) -> list[dict[str, Any]]:
+    out = []
+    for phase in phases:
+        per = {p: [figures(run[p], phase) for run in runs] for p in ("fusion", "plain")}
+        row: dict[str, Any] = {"phase": phase}
+        for policy, figs in per.items():
+            for key in ("evaluated", "minimum", "ttft_ms", "client_ms", "refused"):
+                med, lo, hi = median_spread([f[key] for f in figs])
+                row[f"{policy}_{key}"] = med
+                row[f"{policy}_{key}_spread"] = [lo, hi]
+        ratios_e = [f["evaluated"] / p["evaluated"] for f, p in zip(per["fusion"], per["plain"],
+                    strict=True) if p["evaluated"]]  # fmt: skip
+        ratios_t = [f["ttft_ms"] / p["ttft_ms"] for f, p in zip(per["fusion"], per["plain"],
+                    strict=True) if p["ttft_ms"]]  # fmt: skip
+        row["evaluated_ratio"], *row["evaluated_ratio_spread"] = median_spread(ratios_e)
+        row["ttft_ratio"], *row["ttft_ratio_spread"] = median_spread(ratios_t)
+        minimum = row["fusion_minimum"]
+        row["fusion_vs_minimum"] = row["fusion_evaluated"] / minimum if minimum else None
+        out.append(row)
+    return out
+
+
+def print_table(rows: list[dict[str, Any]], runs: int) -> None:
+    def spread(row: dict[str, Any], key: str, fmt: str) -> str:
+        lo, hi = row[f"{key}_spread"]
+        return "" if runs == 1 else f" [{lo:{fmt}}–{hi:{fmt}}]"
+
+    print(f"{'phase':<20} {'evaluated fusion / plain (min)':>32} {'ratio':>7} "
+          f"{'1st token ms fusion / plain':>28} {'ratio':>7} {'client ms f/p':>14} "
+          "refused f/p")  # fmt: skip
+    for r in rows:
+        ev = f"{r['fusion_evaluated']:,.0f} / {r['plain_evaluated']:,.0f}"
+        ev += f" ({r['fusion_minimum']:,.0f})"
+        tt = f"{r['fusion_ttft_ms']:,.0f} / {r['plain_ttft_ms']:,.0f}"
         print(
-            f"{row['phase']:<11} {evaluated:>24} {row['prompt_n_ratio']:>7} "
-            f"{ttft:>22} ({row['ttft_ratio']})"
+            f"{r['phase']:<20} {ev:>32} {r['evaluated_ratio']:>7.3f} {tt:>28} "
+            f"{r['ttft_ratio']:>7.2f}{spread(r, 'ttft_ratio', '.2f')} "
+            f"{r['fusion_client_ms']:>6.0f}/{r['plain_client_ms']:<6.0f} "
+            f"{r['fusion_refused']:.0f}/{r['plain_refused']:.0f}"
         )
-    print(
-        f"all phases: fusion-tui evaluated {ratio(total_f, total_p)} of the plain client's tokens"
-    )
-    print(f"wall time: fusion {elapsed['fusion']:.0f} s, plain {elapsed['plain']:.0f} s")
 
 
 async def main(args: argparse.Namespace) -> None:
-    with tempfile.TemporaryDirectory(prefix="fusion-bench-") as home:
-        server = Server(args, Path(home))
-        results: dict[str, Result] = {}
-        elapsed: dict[str, float] = {}
-        try:
-            for name, policy in (("plain", plain), ("fusion", fusion)):
-                await server.launch()  # a fresh daemon: both start cold
-                t0 = time.monotonic()
-                results[name] = await policy(server, args)
-                elapsed[name] = time.monotonic() - t0
-        finally:
-            await server.daemon.stop()
-    report(results, elapsed, args.json)
+    runs = []
+    t0 = time.monotonic()
+    for i in range(args.runs):
+        rows = await one_run(args)
+        runs.append(rows)
+        if args.trace:
+            print(f"--- run {i + 1} done", file=sys.stderr)
+    phases = [p for p in ALL if p in args.phases]
+    table = summarize(runs, phases)
+    if args.json:
+        print(json.dumps({"phases": table, "runs": args.runs, "elapsed_s": time.monotonic() - t0}))
+        return
+    print_table(table, args.runs)
+    print(f"{args.runs} run(s), {time.monotonic() - t0:.0f} s; ratios are medians of the runs "
+          "[min–max]; (min) is the fusion run's minimum possible")  # fmt: skip
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--phases", default="sequential,concurrent,resume,restart,oversubscribed,"
+                    "long,agent,swa", help="comma-separated; `oversubscribed` and `swa` are both "
+                    "of their variants")  # fmt: skip
+    ap.add_argument("--runs", type=int, default=1, help="repeat N times; medians with spread")
     ap.add_argument("--sessions", type=int, default=3, help="K sessions (<= parallel - 1)")
     ap.add_argument("--rounds", type=int, default=3, help="R rounds per phase")
     ap.add_argument("--words", type=int, default=150, help="opening message size (~3 tok/word)")
+    ap.add_argument("--over-sessions", type=int, default=8, help="sessions in oversubscribed")
+    ap.add_argument("--long-words", type=int, default=600, help="words per turn in long")
+    ap.add_argument("--long-turns", type=int, default=0, help="turns in long (0: past the slot)")
+    ap.add_argument("--agent-tasks", type=int, default=2, help="tasks per workspace in agent")
+    ap.add_argument("--agent-steps", type=int, default=2, help="steps per agent task")
     ap.add_argument("--max-tokens", type=int, default=8)
     ap.add_argument("--parallel", type=int, default=4)
-    ap.add_argument("--ctx-per-slot", type=int, default=2048)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--model", default=None)
+    ap.add_argument("--model", default=None, help="instead of the demo model")
+    ap.add_argument("--exclusive-gate", action="store_true", help="fusion: one gate per server "
+                    "that skips the /slots busy probe (SlotGate(exclusive=...))")  # fmt: skip
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--trace", action="store_true", help="every request on stderr")
     args = ap.parse_args(argv)
+    chosen: list[str] = []
+    for name in (p.strip() for p in args.phases.split(",") if p.strip()):
+        if name not in ALL and name not in ALIASES:
+            ap.error(f"unknown phase {name!r}; choose from {', '.join(ALL)}, swa")
+        chosen += ALIASES.get(name, (name,))
+    args.phases = chosen
     if not 2 <= args.sessions < args.parallel:
         ap.error("--sessions must be at least 2 and below --parallel (one slot for side calls)")
     return args

@@ -6,13 +6,19 @@ re-renders the whole Markdown on every token. Reports time per token, the worst 
 seen by a 5 ms ticker, and the ratio naive / streamed. The naive run is capped in time (its cost
 grows with the text); a capped run reports the tokens it managed.
 
-    .venv/bin/python bench/stream_ui.py [--tokens 1000 10000] [--rate 2000] [--cap 60]
+The lag is measured twice: in wall time (what a user feels) and in this process's CPU time
+between two ticks (the longest stretch of work the event loop did without yielding), which does
+not depend on how many other processes share the cores. `--runs N` prints the median of N runs
+with the spread [min–max].
+
+    .venv/bin/python bench/stream_ui.py [--tokens 1000 10000] [--rate 2000] [--cap 60] [--runs 3]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import statistics
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -62,6 +68,7 @@ class Result:
     seconds: float
     worst_lag_ms: float
     capped: bool
+    worst_cpu_ms: float = 0.0
 
     @property
     def us_per_token(self) -> float:
@@ -80,15 +87,16 @@ async def measure(
         view = app.query_one(ChatView)
         message = await view.add_message("assistant")
         await pilot.pause()
-        worst = 0.0
+        worst = worst_cpu = 0.0
         stop = False
 
         async def ticker() -> None:
-            nonlocal worst
+            nonlocal worst, worst_cpu
             while not stop:
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 await asyncio.sleep(0.005)
                 worst = max(worst, time.perf_counter() - t0 - 0.005)
+                worst_cpu = max(worst_cpu, time.process_time() - c0)
 
         tick = asyncio.create_task(ticker())
         interval = 1.0 / rate
@@ -108,7 +116,7 @@ async def measure(
         elapsed = time.perf_counter() - start
         stop = True
         await tick
-    return Result(sent, elapsed, worst * 1000, sent < n)
+    return Result(sent, elapsed, worst * 1000, sent < n, worst_cpu * 1000)
 
 
 async def streamed_feed(message: ChatMessage, fragment: str) -> None:
@@ -128,25 +136,40 @@ async def naive_finish(message: ChatMessage) -> None:
     return None
 
 
+def _med(values: list[float]) -> str:
+    if len(values) == 1:
+        return f"{values[0]:.1f}"
+    return f"{statistics.median(values):.1f} [{min(values):.1f}–{max(values):.1f}]"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, nargs="+", default=[1000, 10000])
     parser.add_argument("--rate", type=float, default=2000.0, help="tokens per second pushed")
     parser.add_argument("--cap", type=float, default=30.0, help="seconds per naive run at most")
+    parser.add_argument("--runs", type=int, default=1, help="median of N runs with the spread")
     args = parser.parse_args()
-    print(f"{'tokens':>7} {'view':>9} {'sent':>6} {'µs/token':>9} {'worst lag ms':>13}")
+    print(f"{'tokens':>7} {'view':>9} {'sent':>6}  µs/token · worst lag ms (wall) · (CPU)")
     for n in args.tokens:
-        fast = asyncio.run(measure(streamed_feed, streamed_finish, n, args.rate, float("inf")))
-        slow = asyncio.run(measure(naive_feed, naive_finish, n, args.rate, args.cap))
-        for name, r in (("streamed", fast), ("naive", slow)):
-            capped = " (capped)" if r.capped else ""
+        runs: dict[str, list[Result]] = {"streamed": [], "naive": []}
+        for _ in range(args.runs):
+            inf = float("inf")
+            runs["streamed"].append(asyncio.run(measure(streamed_feed, streamed_finish, n,
+                                                        args.rate, inf)))  # fmt: skip
+            runs["naive"].append(asyncio.run(measure(naive_feed, naive_finish, n, args.rate,
+                                                     args.cap)))  # fmt: skip
+        for name, rs in runs.items():
+            capped = " (capped)" if any(r.capped for r in rs) else ""
             print(
-                f"{n:>7} {name:>9} {r.tokens:>6} {r.us_per_token:>9.0f} "
-                f"{r.worst_lag_ms:>13.1f}{capped}"
+                f"{n:>7} {name:>9} {min(r.tokens for r in rs):>6}  "
+                f"{_med([r.us_per_token for r in rs])} · {_med([r.worst_lag_ms for r in rs])} · "
+                f"{_med([r.worst_cpu_ms for r in rs])}{capped}"
             )
-        ratio = slow.us_per_token / fast.us_per_token
-        lag = slow.worst_lag_ms / max(fast.worst_lag_ms, 0.1)
-        print(f"{n:>7} ratio naive/streamed: time per token {ratio:.1f}x, worst lag {lag:.1f}x")
+        fast, slow = runs["streamed"], runs["naive"]
+        ratio = [s.us_per_token / f.us_per_token for f, s in zip(fast, slow, strict=True)]
+        lag = [s.worst_lag_ms / max(f.worst_lag_ms, 0.1) for f, s in zip(fast, slow, strict=True)]
+        print(f"{n:>7} ratio naive/streamed: time per token {_med(ratio)}x, "
+              f"worst lag {_med(lag)}x")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Shared fixtures: an isolated app home, and the real llama-server and demo model.
 
-Under CI=true a missing llama-server or demo model fails the test; elsewhere it skips.
+Under CI=true a missing llama-server, demo model or sliding-window test model fails the test;
+elsewhere it skips.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from fusion_tui.demo_model import INSTALL_HINT, demo_model_path
 from fusion_tui.paths import AppPaths
 from fusion_tui.server.binary import find_llama_server
 from fusion_tui.server.errors import BinaryNotFound
+from tests.models import GEMMA3_INSTALL_HINT, assemble_gemma3
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
@@ -48,5 +50,15 @@ def demo_model() -> Path:
     path = demo_model_path()
     if path is None:
         _missing("The demo model is not installed. " + INSTALL_HINT)
+        raise AssertionError("unreachable")
+    return path
+
+
+@pytest.fixture(scope="session")
+def gemma3_model() -> Path:
+    """Gemma 3 270M Q4_K_M (15 of 18 layers slide over 512 tokens), assembled and verified once."""
+    path = assemble_gemma3()
+    if path is None:
+        _missing("The sliding-window test model is not installed. " + GEMMA3_INSTALL_HINT)
         raise AssertionError("unreachable")
     return path

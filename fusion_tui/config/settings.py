@@ -48,9 +48,9 @@ class ManagedSettings:
     ctx: int | None = None
     """Total context (`-c`). Unset: the largest that fits memory (see `inspect`)."""
     min_ctx: int = 2048
-    """The fitted context never goes below this."""
-    max_ctx: int = 32768
-    """The fitted context never goes above this (the model's trained context caps it too)."""
+    """Per slot: a short memory never fits fewer tokens per slot than this without saying so."""
+    max_ctx: int = 262_144
+    """Per slot: no slot gets more (the model's trained context caps it too)."""
     ubatch: int = 512
     cache_type_k: str = "f16"
     cache_type_v: str = "f16"

@@ -2,7 +2,11 @@
 
 Budget = available memory − weights (the GGUF file size) − a compute reserve (`COMPUTE_RESERVE`:
 compute buffers, runtime and OS headroom; llama.cpp's own `--fit` keeps a 1 GiB margin too). The
-context is the total `-c`; each slot gets total / parallel unless the cache is unified.
+context is the total `-c`. The caps are per slot: each slot gets up to min(trained context,
+262,144, maxCtx) tokens, so a split cache asks for that times the slot count, and only a short
+memory lowers the per-slot context (never below `min_ctx` per slot without `fits=False` and a
+`limited_by` that says so). A unified cache is one pool every slot may fill, so its total is the
+per-slot cap itself.
 """
 
 from __future__ import annotations
@@ -70,13 +74,17 @@ def fit_context(
     reserve_bytes: int = COMPUTE_RESERVE,
     max_ctx: int | None = None,
 ) -> FitResult:
-    """Fit the context for `cfg` (its `ctx` is ignored); `facts=None` uses the file-size scale."""
+    """Fit the context for `cfg` (its `ctx` is ignored); `facts=None` uses the file-size scale.
+    `min_ctx` and `max_ctx` are per slot; the result's `ctx`, `fitted_ctx` and `cap_ctx` are
+    totals (`-c`)."""
     weights = file_size if file_size is not None else (facts.file_size if facts else 0)
     trained = (facts.trained_ctx if facts else 0) or FALLBACK_TRAINED_CTX
     step = _step(cfg)
+    slots = 1 if cfg.unified else cfg.parallel
     ceiling = min(CTX_CAP, max_ctx) if max_ctx else CTX_CAP
-    cap = max(step, min(trained, ceiling) // step * step)
-    floor = min(max(step, -(-min_ctx // step) * step), cap)
+    per_slot_cap = max(PAD, min(trained, ceiling) // PAD * PAD)
+    cap = per_slot_cap * slots
+    floor = min(max(step, -(-min_ctx // PAD) * PAD * slots), cap)
     budget = max(0, memory.available_bytes - weights - reserve_bytes)
 
     def cost(ctx: int) -> int:

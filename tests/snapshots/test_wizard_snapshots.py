@@ -65,7 +65,8 @@ def test_step1_bad_gguf(snap_compare: Any, tmp_path: Path) -> None:
 def test_step2_facts_demo(snap_compare: Any, size: tuple[int, int], demo_model: Path) -> None:
     """You should see step 2 for SmolLM2-135M-Instruct (llama, Q4_1, 93.8 MiB): 30 layers all full
     attention, `4.00 GiB configured − 93.8 MiB weights − 1.00 GiB reserve = 2.91 GiB`, context
-    8,192 limited by the trained context, `4 × 2,048 tokens each`, KV 180 MiB, `--swa-full no —
+    32,768 limited by the trained context, `4 × 8,192 tokens each` (every slot its trained
+    context, issue 12), KV 720 MiB, `--swa-full no —
     no sliding-window layers`, prefix reuse `full`, the slots box holding 4, Back and Launch."""
 
     async def run_before(pilot: Any) -> None:
@@ -79,8 +80,8 @@ def test_step2_facts_demo(snap_compare: Any, size: tuple[int, int], demo_model: 
 
 def test_step2_sliding_model_refit(snap_compare: Any, tmp_path: Path, demo_model: Path) -> None:
     """You should see step 2 for a tiny gemma3 file with sliding layers (swaFull off) after the
-    slot count was changed to 2: `6 layers: 4 sliding (window 64), 2 full`, `2 × 4,096 tokens
-    each`, KV groups `full: 2 layers × 8,192 cells` and `sliding: 4 layers × 1,536 cells` (per
+    slot count was changed to 2: `6 layers: 4 sliding (window 64), 2 full`, `2 × 8,192 tokens
+    each`, KV groups `full: 2 layers × 16,384 cells` and `sliding: 4 layers × 1,536 cells` (per
     slot pad256(window 64 + ubatch 512) = 768), `--swa-full no — swaFull is off: …` and prefix
     reuse `none — only whole-session extensions are reused (sessions stay append-only)`."""
     registry = _registry(tmp_path, demo_model)
@@ -127,8 +128,8 @@ def test_step3_launching(snap_compare: Any, size: tuple[int, int], demo_model: P
 @size_ids
 def test_step3_ready(snap_compare: Any, size: tuple[int, int], demo_model: Path) -> None:
     """You should see step 3 after the launch: every stage ticked, then in the success colour
-    `ready · SmolLM2-135M-Instruct · 4 slots × 2048 ctx · ~95 tok/s single stream` and
-    `KV cache: estimated 180 MiB · allocated 180 MiB · exact`, and a Done button (no Back)."""
+    `ready · SmolLM2-135M-Instruct · 4 slots × 8192 ctx · ~95 tok/s single stream` and
+    `KV cache: estimated 720 MiB · allocated 720 MiB · exact`, and a Done button (no Back)."""
 
     async def run_before(pilot: Any) -> None:
         await _to_launch(pilot, demo_model)

@@ -237,8 +237,8 @@ async def test_picking_the_demo_shows_facts_and_verdicts(demo_model: Path) -> No
         table = text_of(wizard, "#plan-table")
         assert "SmolLM2-135M-Instruct (llama, Q4_1)" in table
         assert "4.00 GiB configured" in table
-        assert "8,192 tokens (fitted, limited by trained context)" in table
-        assert "4 × 2,048 tokens each (split cache)" in table
+        assert "32,768 tokens (fitted, limited by trained context)" in table
+        assert "4 × 8,192 tokens each (split cache)" in table
         assert "no — no sliding-window layers" in table
         assert "full — any cached prefix is reused" in table
         assert wizard.query_one("#slots", Input).value == "4"
@@ -258,8 +258,8 @@ async def test_changing_the_slot_count_refits_live(demo_model: Path) -> None:
         await settle(pilot)
         assert slots.value == "8", slots.value
         assert wizard.plan is not None and wizard.plan.parallel == 8
-        assert wizard.plan.per_slot_ctx == 1024
-        assert "8 × 1,024 tokens each" in text_of(wizard, "#plan-table")
+        assert wizard.plan.per_slot_ctx == 8192
+        assert "8 × 8,192 tokens each" in text_of(wizard, "#plan-table")
         # out of range: a reason, Launch disabled, the last good plan kept
         slots.value = "99"
         await settle(pilot)
@@ -276,7 +276,7 @@ async def test_memory_limits_show_in_the_refit(demo_model: Path) -> None:
     tight = replace(
         SETTINGS,
         local_models=LocalModelsSettings(
-            managed=ManagedSettings(memory_bytes=1024**3 + 160 * 1024**2)
+            managed=ManagedSettings(memory_bytes=1024**3 + 500 * 1024**2)
         ),
     )
     app = WizardHost(make_wizard(demo=demo_model, settings=tight))
@@ -286,7 +286,8 @@ async def test_memory_limits_show_in_the_refit(demo_model: Path) -> None:
         await settle(pilot)
         plan = app.wizard.plan
         assert plan is not None and plan.fit.limited_by == "memory"
-        assert plan.ctx < 8192 and plan.ctx % (256 * 4) == 0
+        assert 4 * 2048 <= plan.ctx < 4 * 8192 and plan.ctx % (256 * 4) == 0
+        assert plan.fit.fits and plan.per_slot_ctx == plan.ctx // 4
         assert "limited by memory" in text_of(app.wizard, "#plan-table")
 
 
@@ -312,8 +313,8 @@ async def test_launch_reports_stages_then_the_ready_line(tmp_path: Path, demo_mo
         assert "✓ planning the launch" in stages
         assert "✓ loading the model" in stages and "…" not in stages
         result = text_of(wizard, "#launch-result")
-        assert "ready · SmolLM2-135M-Instruct · 2 slots × 4096 ctx · ~95 tok/s" in result
-        assert "KV cache: estimated 180 MiB · allocated 180 MiB · exact" in result
+        assert "ready · SmolLM2-135M-Instruct · 2 slots × 8192 ctx · ~95 tok/s" in result
+        assert "KV cache: estimated 360 MiB · allocated 360 MiB · exact" in result
         assert str(wizard.query_one("#next", Button).label) == "Done"
         entry = registry.get(demo_model)
         assert entry is not None and entry.parallel == 2 and entry.prefix_reuse == "full"

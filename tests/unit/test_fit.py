@@ -55,12 +55,24 @@ def test_fit_floor_and_manual() -> None:
 
 def test_fit_per_slot() -> None:
     split = fit_context(make(trained_ctx=8192), KVConfig(ctx=0, parallel=4), mem_for(100 * GIB))
-    assert split.ctx == 8192 and split.per_slot_ctx == 2048
+    assert split.ctx == 4 * 8192 and split.per_slot_ctx == 8192  # every slot its trained context
+    assert split.cap_ctx == 4 * 8192 and split.limited_by == "trained context" and split.fits
     uni = fit_context(make(trained_ctx=8192), KVConfig(ctx=0, parallel=4, unified=True),
                       mem_for(100 * GIB))  # fmt: skip
-    assert uni.per_slot_ctx == 8192
+    assert uni.ctx == 8192 and uni.per_slot_ctx == 8192  # one pool: no slot may outgrow trained
     odd = fit_context(make(), KVConfig(ctx=0, parallel=3), mem_for(1000 * MIB))
     assert odd.fitted_ctx % (256 * 3) == 0 and odd.fits
+
+
+def test_fit_short_memory_lowers_the_per_slot_context() -> None:
+    f = make(trained_ctx=8192)  # 128 KiB per token
+    r = fit_context(f, KVConfig(ctx=0, parallel=4), mem_for(2000 * MIB))  # 16,000 tokens fit
+    assert r.limited_by == "memory" and r.fits and r.ctx == 4 * 3840 and r.per_slot_ctx == 3840
+    floor = fit_context(f, KVConfig(ctx=0, parallel=4), mem_for(100 * MIB), min_ctx=1024)
+    assert floor.per_slot_ctx == 1024 and not floor.fits  # never below the minimum silently
+    assert floor.limited_by == "minimum context (does not fit)"
+    capped = fit_context(f, KVConfig(ctx=0, parallel=2), mem_for(100 * GIB), max_ctx=4096)
+    assert capped.per_slot_ctx == 4096 and capped.ctx == 8192 and capped.limited_by == "context cap"
 
 
 def test_fit_with_fallback() -> None:
@@ -144,7 +156,7 @@ def test_plan_launch_auto_swa_full(tmp_path: Path) -> None:
     path = _gemma(tmp_path)
     roomy = plan_launch(path, parallel=2, memory=Memory(64 * GIB, "test"))
     assert roomy.swa_full and roomy.prefix_reuse == "full"
-    assert roomy.ctx == 32768 and roomy.per_slot_ctx == 16384
+    assert roomy.ctx == 2 * 32768 and roomy.per_slot_ctx == 32768
     assert "--swa-full" in roomy.server_args()
     # per token, 6 layers x 2 heads x 32 dims x 2 (K+V) x 2 B = 1536 B
     assert roomy.estimate.bytes_per_token == 1536

@@ -76,7 +76,7 @@ def test_format_bytes(n: int, text: str) -> None:
 def test_plain_model_rows(tmp_path: Path) -> None:
     path = model(tmp_path, "llama")
     size = path.stat().st_size
-    plan = plan_launch(path, 4, memory=Memory(size + GIB + 2 * GIB, "ram"), max_ctx=8192)
+    plan = plan_launch(path, 4, memory=Memory(size + GIB + 2 * GIB, "ram"), max_ctx=2048)
     r = rows(plan)
     assert r["model"] == f"llama (llama, Q4_K_M) · {format_bytes(size)}"
     assert r["file"] == "…/llama.Q4_K_M.gguf"
@@ -96,7 +96,7 @@ def test_plain_model_rows(tmp_path: Path) -> None:
 
 def test_sliding_model_verdicts_and_manual_ctx(tmp_path: Path) -> None:
     path = model(tmp_path, "gemma3", attention__sliding_window=512)
-    roomy = plan_launch(path, 2, memory=Memory(64 * GIB, "config"), max_ctx=16384)
+    roomy = plan_launch(path, 2, memory=Memory(64 * GIB, "config"), max_ctx=8192)  # per slot
     r = rows(roomy)
     assert r["layers"].startswith("6 layers: 5 sliding (window 512), 1 full")
     assert r["--swa-full"].startswith("yes — auto: the full-size cache takes")

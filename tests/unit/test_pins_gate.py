@@ -141,3 +141,24 @@ async def test_bad_slot_is_refused() -> None:
     with pytest.raises(ValueError, match="slot"):
         async with gate.hold(-3):
             pass
+
+
+async def test_exclusive_gate_skips_the_probe_unless_a_minus_one_is_out() -> None:
+    calls: list[int] = []
+    exclusive = {"on": True}
+
+    async def probe(slot: int) -> bool | None:
+        calls.append(slot)
+        return False
+
+    gate = SlotGate(busy_probe=probe, exclusive=lambda: exclusive["on"])
+    async with gate.hold(2):
+        pass
+    assert calls == [] and gate.probes_skipped == 1
+    async with gate.hold(-1), gate.hold(2):  # a -1 of ours may land on slot 2: probe again
+        pass
+    assert calls == [2]
+    exclusive["on"] = False  # another client appeared: always probe
+    async with gate.hold(1):
+        pass
+    assert calls == [2, 1] and gate.probes_skipped == 1

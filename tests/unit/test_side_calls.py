@@ -1,78 +1,68 @@
-"""Side calls cost the sessions nothing: a title continues the session's own cached prompt when
-the launch's prefix reuse is `full`, and otherwise goes to a slot no stored session holds."""
+"""SideCallQueue: side calls wait for turns, a starting turn cancels a running one, reruns."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
+import anyio
 
-import pytest
-
-from fusion_tui.paths import AppPaths
-from fusion_tui.runtime import Connection
-from tests.fakes.fake_server import FakeLlamaServer, Reply
-from tests.unit.local_fake import FakeChatBackend, connector_for, fast_settings, turn
+from fusion_tui.slots.side_calls import SideCallQueue
 
 
-@pytest.fixture
-def paths(tmp_path: Path) -> AppPaths:
-    return AppPaths(*(tmp_path / n for n in ("config", "data", "state", "log")))
+async def test_side_call_waits_for_the_turn() -> None:
+    queue = SideCallQueue()
+    order: list[str] = []
+
+    async def title() -> str:
+        order.append("title")
+        return "T"
+
+    results: list[str | None] = []
+    async with anyio.create_task_group() as tg, queue.turn():
+        tg.start_soon(lambda: _collect(queue, title, results))
+        await anyio.sleep(0.01)
+        order.append("turn done")
+    assert order == ["turn done", "title"] and results == ["T"]
 
 
-def with_fit(srv: FakeLlamaServer, reuse: str) -> Any:
-    base = connector_for(srv, None)
-
-    async def connect(*a: Any, **kw: Any) -> Connection:
-        conn = await base(*a, **kw)
-        assert conn.record is not None
-        conn.record.fit = {"prefix_reuse": reuse}
-        return conn
-
-    return connect
+async def _collect(queue: SideCallQueue, call: object, out: list[str | None]) -> None:
+    out.append(await queue.submit(call))  # type: ignore[arg-type]
 
 
-def completions(srv: FakeLlamaServer) -> list[Any]:
-    return [r for r in srv.requests if r.path.startswith("/completion")]
+async def test_a_turn_cancels_a_running_side_call_and_it_reruns() -> None:
+    queue = SideCallQueue()
+    started: list[int] = []
+    release = anyio.Event()
+
+    async def title() -> str:
+        started.append(len(started))
+        if len(started) == 1:
+            await anyio.sleep(10)  # cut short by the turn below
+        await release.wait()
+        return "T"
+
+    results: list[str | None] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: _collect(queue, title, results))
+        await anyio.sleep(0.01)
+        assert started == [0]
+        async with queue.turn():
+            await anyio.sleep(0.01)
+            assert started == [0]  # not rerun while the turn runs
+        release.set()
+    assert started == [0, 1] and results == ["T"] and queue.cancelled == 1
 
 
-async def test_a_title_continues_the_sessions_own_prompt_when_reuse_is_full(
-    paths: AppPaths,
-) -> None:
-    with FakeLlamaServer(total_slots=4, n_ctx=4096) as srv:
-        b = FakeChatBackend(fast_settings(), paths, connector=with_fit(srv, "full"))
-        await b.start(lambda _s: None)
-        await turn(b, "please refactor the parser module")
-        srv.script(Reply(text=["Parser refactor"]))
-        assert await b.make_title() == "Parser refactor"
-        await turn(b, "go on")
-        await b.close()
-    first, title, nxt = completions(srv)
-    assert title.slot == first.slot == nxt.slot
-    answer = b.session.messages[1].content
-    assert title.body["prompt"].startswith(first.body["prompt"] + answer)
-    end = b.session.requests
-    assert [r.side_call for r in end] == [False, True, False]
-    # the title evaluated only its question; the next turn reused prompt + answer whole
-    asked = len(title.body["prompt"]) - len(first.body["prompt"] + answer)
-    assert end[1].prompt_n == asked and end[1].cache_n == len(first.body["prompt"] + answer)
-    assert end[2].cache_n >= end[0].prompt_n + end[0].cache_n + len(answer)
+async def test_gives_up_after_max_reruns() -> None:
+    queue = SideCallQueue(max_reruns=1)
 
+    async def title() -> str:
+        await anyio.sleep(10)
+        return "never"
 
-async def test_elsewhere_a_title_goes_to_a_slot_no_stored_session_holds(paths: AppPaths) -> None:
-    with FakeLlamaServer(total_slots=3, n_ctx=4096) as srv:
-        connect = with_fit(srv, "none")
-        other = FakeChatBackend(fast_settings(), paths, connector=connect)
-        await other.start(lambda _s: None)
-        srv.script(Reply(id_slot=0))  # the server put this session on slot 0
-        await turn(other, "another session, stored")
-        await other.close()
-        a = FakeChatBackend(fast_settings(), paths, connector=connect)
-        await a.start(lambda _s: None)
-        await turn(a, "session a")
-        srv.script(Reply(text=["Session A"]))
-        await a.make_title()
-        await a.close()
-    assert other.session.pinned_slot == 0 and a.session.pinned_slot not in (0, None)
-    title = completions(srv)[-1]
-    # not slot 0 (the stored session's prompt), not A's own
-    assert title.slot not in (0, a.session.pinned_slot)
+    results: list[str | None] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: _collect(queue, title, results))
+        for _ in range(2):
+            await anyio.sleep(0.01)
+            async with queue.turn():
+                await anyio.sleep(0.01)
+    assert results == [None] and queue.cancelled == 2

@@ -1,0 +1,307 @@
+"""Shared parts of bench/cache_reuse.py: the texts, the traced client, the managed server per
+phase group, per-request rows, the minimum-token estimate and the re-read explanations.
+
+Every request of both policies goes through `TracedClient`, a `LlamaClient` that timestamps what
+happens before the first token (`/slots` polls, stream open, first event, first text) and keeps the
+server's timings; the bench driver labels each request (phase, session, turn or side call) through
+a context variable, so concurrent sessions keep their labels.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import statistics
+import sys
+import time
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from fusion_tui.chat.local import SYSTEM_PROMPT
+from fusion_tui.config import Settings
+from fusion_tui.config.settings import LocalModelsSettings, ManagedSettings
+from fusion_tui.paths import AppPaths
+from fusion_tui.runtime import Connection, plan_for
+from fusion_tui.server.binary import find_llama_server
+from fusion_tui.server.client import LlamaClient
+from fusion_tui.server.daemon import ManagedDaemon
+from fusion_tui.server.launch import LaunchSpec
+from fusion_tui.server.records import LaunchRecord
+from fusion_tui.server.types import PromptProgress, SlotState, StreamEnd, StreamEvent, TextDelta
+from fusion_tui.status import ServerStatus
+
+WORDS = ["parser", "lexer", "token", "buffer", "module", "import", "cache", "slot", "session",
+         "prompt", "layer", "tensor"]  # fmt: skip
+SYSTEM = SYSTEM_PROMPT  # the plain client gets the product's system prompt: same tokens to read
+
+
+def opening(k: int, words: int) -> str:
+    body = " ".join(f"{WORDS[(i * 5 + k) % len(WORDS)]}{(i * 3 + k) % 89}" for i in range(words))
+    return f"Session {k}. Read these notes, then answer briefly.\n{body}"
+
+
+def follow_up(k: int, r: int) -> str:
+    return f"Round {r}: which item of session {k} matters most?"
+
+
+# --- labels and rows -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Label:
+    phase: str
+    session: str
+    kind: str = "turn"  # turn | side | agent
+    turn: int = 0
+
+
+LABEL: contextvars.ContextVar[Label | None] = contextvars.ContextVar("label", default=None)
+
+
+@dataclass
+class Row:
+    """One request as the bench saw it."""
+
+    policy: str
+    label: Label
+    asked_slot: int
+    slot: int = -1
+    prompt_n: int = 0
+    cache_n: int = 0
+    predicted_n: int = 0
+    prompt_ms: float = 0.0
+    t0: float = 0.0
+    t_open: float | None = None
+    t_first_event: float | None = None
+    t_first_text: float | None = None
+    t_end: float | None = None
+    t_call: float | None = None
+    """When the driver asked for the turn (user-visible first-token time starts here)."""
+    probes: list[tuple[float, float]] = field(default_factory=list)
+    error: str = ""
+    minimum: int = 0
+    why: str = ""
+    epoch: int = 0
+    """Which daemon launch served it (a restart starts a new one)."""
+
+    @property
+    def total(self) -> int:
+        return self.prompt_n + self.cache_n
+
+    @property
+    def ttft_ms(self) -> float | None:
+        start = self.t_call if self.t_call is not None else self.t0
+        first = self.t_first_text or self.t_end
+        return None if first is None else (first - start) * 1000
+
+
+class Recorder:
+    """Collects rows, `/slots` polls and slot actions of one policy's run."""
+
+    def __init__(self, policy: str) -> None:
+        self.policy = policy
+        self.rows: list[Row] = []
+        self.actions: list[tuple[Label | None, str, int, dict[str, Any], float]] = []
+        self._pending_probes: list[tuple[float, float]] = []
+        self._pending_call: dict[Label, float] = {}
+        self.epoch = 0
+
+    def mark_call(self) -> None:
+        """The driver starts a turn now (before any poll or gate wait)."""
+        label = LABEL.get()
+        if label is not None:
+            self._pending_call[label] = time.monotonic()
+
+    def new_row(self, asked: int) -> Row:
+        label = LABEL.get() or Label("?", "?")
+        row = Row(self.policy, label, asked, t0=time.monotonic(), epoch=self.epoch)
+        row.t_call = self._pending_call.pop(label, None)
+        row.probes, self._pending_probes = self._pending_probes, []
+        self.rows.append(row)
+        return row
+
+
+class TracedClient(LlamaClient):
+    """A `LlamaClient` that records every stream, `/slots` poll and slot action."""
+
+    def __init__(self, url: str, recorder: Recorder) -> None:
+        super().__init__(url)
+        self.recorder = recorder
+
+    async def slots(self, timeout: float = 3.0) -> list[SlotState]:
+        t = time.monotonic()
+        try:
+            return await super().slots(timeout)
+        finally:
+            self.recorder._pending_probes.append((t, time.monotonic()))
+
+    async def slot_action(self, slot_id: int, action: Any, filename: str | None = None,
+                          **kw: Any) -> dict[str, Any]:  # fmt: skip
+        t = time.monotonic()
+        data = await super().slot_action(slot_id, action, filename, **kw)
+        self.recorder.actions.append((LABEL.get(), action, slot_id, data, time.monotonic() - t))
+        return data
+
+    async def _traced(self, body: dict[str, Any], events: AsyncGenerator[StreamEvent, None]
+                      ) -> AsyncGenerator[StreamEvent, None]:  # fmt: skip
+        row = self.recorder.new_row(int(body.get("id_slot", -1)))
+        try:
+            async for event in events:
+                now = time.monotonic()
+                row.t_open = row.t_open or now
+                if isinstance(event, (PromptProgress, TextDelta)):
+                    row.t_first_event = row.t_first_event or now
+                if isinstance(event, TextDelta):
+                    row.t_first_text = row.t_first_text or now
+                elif isinstance(event, StreamEnd):
+                    t = event.timings
+                    row.slot, row.prompt_n, row.cache_n = event.id_slot, t.prompt_n, t.cache_n
+                    row.predicted_n, row.prompt_ms, row.t_end = t.predicted_n, t.prompt_ms, now
+                yield event
+        except Exception as exc:
+            row.error = type(exc).__name__
+            raise
+
+    def stream_chat(self, body: dict[str, Any], **kw: Any) -> AsyncGenerator[StreamEvent, None]:
+        return self._traced(body, super().stream_chat(body, **kw))
+
+    def stream_completion(self, body: dict[str, Any], **kw: Any
+                          ) -> AsyncGenerator[StreamEvent, None]:  # fmt: skip
+        return self._traced(body, super().stream_completion(body, **kw))
+
+
+# --- the managed server ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """One launch shape: the model and the product's plan for it (`runtime.plan_for`)."""
+
+    name: str
+    model: Path
+    swa_full: str = "auto"
+    cache_ram: int | None = None  # None: the server's default
+
+
+class Server:
+    """A managed daemon launched with the product's own plan, for one policy's phase group."""
+
+    def __init__(self, home: Path, cfg: ServerConfig, args: Any) -> None:
+        self.paths = AppPaths.default(env={"FUSION_TUI_HOME": str(home)})
+        self.cfg = cfg
+        managed = ManagedSettings(parallel=args.parallel, swa_full=cfg.swa_full)
+        self.settings = Settings(local_models=LocalModelsSettings(managed=managed))
+        self.plan = plan_for(self.settings, cfg.model)
+        extra = ("--cache-ram", str(cfg.cache_ram)) if cfg.cache_ram is not None else ()
+        self.spec = LaunchSpec(
+            model=cfg.model, parallel=self.plan.parallel, ctx=self.plan.ctx,
+            swa_full=self.plan.swa_full, threads=args.threads,
+            slot_save_path=self.paths.slot_save_dir, extra_args=extra,
+        )  # fmt: skip
+        self.daemon = ManagedDaemon(self.paths, find_llama_server())
+        self.record: LaunchRecord | None = None
+        self.restarts = 0
+
+    async def launch(self) -> None:
+        await self.daemon.stop()
+        self.record = await self.daemon.launch(self.spec, probe=False)
+        self.restarts += 1
+
+    async def stop(self) -> None:
+        await self.daemon.stop()
+
+    @property
+    def url(self) -> str:
+        assert self.record is not None
+        return self.record.url
+
+    def connector(self, recorder: Recorder) -> Callable[..., Awaitable[Connection]]:
+        async def connect(*_a: Any, **_kw: Any) -> Connection:
+            client = TracedClient(self.url, recorder)
+            props = await client.props()
+            return Connection(client, props, ServerStatus(state="ready"), self.record)
+
+        return connect
+
+
+def settings_with(server: Server, **llm: Any) -> Settings:
+    """The product settings of `server` with the LLM knobs of the bench."""
+    s = server.settings
+    return replace(s, local_models=replace(s.local_models, progress_watch=True), llm=replace(
+        s.llm, **llm))  # fmt: skip
+
+
+# --- minimum, explanations, trace -----------------------------------------------------------------
+
+
+def annotate(rows: list[Row], best_side: dict[tuple[str, str, str, int], int]) -> None:
+    """Set each row's minimum (the tokens new in it) and, for a re-read, why it happened.
+
+    A session turn's minimum is its prompt minus the previous turn's prompt and answer; a side
+    call's, and a session's first turn's, is the fewer tokens either policy evaluated for it (they
+    share only a system prefix with other requests, which either policy may find cached)."""
+    last_of: dict[str, Row] = {}
+    on_slot: dict[int, tuple[str, str]] = {}
+    epoch = -1
+    for row in rows:
+        lab = row.label
+        if row.epoch != epoch:
+            on_slot, epoch = {}, row.epoch
+        if row.error:
+            row.why = f"failed: {row.error}"
+            continue
+        prev = last_of.get(lab.session) if lab.kind != "side" else None
+        if lab.kind == "side" or prev is None:  # shares only a system prefix with others
+            key = (lab.phase, lab.session, lab.kind, lab.turn)
+            row.minimum = min(row.total, best_side.get(key, row.total))
+        else:
+            row.minimum = max(0, row.total - prev.total - prev.predicted_n)
+        extra = row.prompt_n - row.minimum
+        if extra > max(8, 0.05 * row.minimum) and prev is not None:
+            holder = on_slot.get(row.slot)
+            if prev.epoch != row.epoch:
+                row.why = "new daemon: the session's prompt was not restored"
+            elif holder is not None and holder[1] != lab.session:
+                row.why = f"slot {row.slot} last held {holder[1]} ({holder[0]})"
+            elif prev.slot != row.slot:
+                row.why = f"served on slot {row.slot}, the session's prompt was on {prev.slot}"
+            elif row.cache_n == 0 and "swa" in lab.phase:
+                row.why = "SWA without --swa-full: the slot could not serve the prefix"
+            else:
+                row.why = f"prefix diverged after {row.cache_n} tokens on slot {row.slot}"
+        on_slot[row.slot] = (lab.kind, lab.session)
+        if lab.kind != "side":
+            last_of[lab.session] = row
+
+
+def trace_line(row: Row) -> str:
+    lab = row.label
+    probes = sum(b - a for a, b in row.probes) * 1000
+    pre = ((row.t0 - row.t_call) * 1000) if row.t_call is not None else 0.0
+    srv = (row.t_open - row.t0) * 1000 if row.t_open else 0.0
+    ttft = row.ttft_ms
+    return (
+        f"{row.policy:<6} {lab.phase:<18} {lab.session:<5} {lab.kind:<5} t{lab.turn:<3} "
+        f"slot {row.asked_slot:>2}->{row.slot:>2} cached {row.cache_n:>5} eval {row.prompt_n:>5} "
+        f"min {row.minimum:>5} | pre-send {pre:6.0f} ms ({len(row.probes)} /slots "
+        f"{probes:4.0f} ms) open {srv:6.0f} prompt {row.prompt_ms:6.0f} ttft "
+        f"{(ttft or 0):6.0f}{'  ' + row.why if row.why else ''}"
+    )
+
+
+def print_trace(rows: list[Row], recorders: Sequence[Recorder] = ()) -> None:
+    for row in rows:
+        print(trace_line(row), file=sys.stderr)
+    for rec in recorders:
+        for label, action, slot, data, seconds in rec.actions:
+            n = data.get("n_saved", data.get("n_restored", data.get("n_erased", "?")))
+            who = f"{label.phase} {label.session}" if label else "leaving"
+            print(f"{rec.policy:<6} slot {action} slot {slot}: {n} tokens in {seconds * 1000:.0f} "
+                  f"ms ({who})", file=sys.stderr)  # fmt: skip
+
+
+def median_spread(values: list[float]) -> tuple[float, float, float]:
+    if not values:
+        return 0.0, 0.0, 0.0
+    return statistics.median(values), min(values), max(values)

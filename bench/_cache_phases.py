@@ -1,0 +1,310 @@
+"""The phases of bench/cache_reuse.py, written once against a `Driver`; two drivers:
+
+- `FusionDriver`: the product path. One `LocalBackend` per session (as the TUI and a new app
+  instance would open them), titles through `make_title`, leaving/closing saves the slots, a
+  resumed session reopens with `resume=ID`; agent turns through `AgentHost` + `SessionRunner`.
+- `PlainDriver`: a plain OpenAI-style client: one keep-alive client, the whole history on every
+  request, no `id_slot`, no saved slots; agent turns through the same runner with `id_slot`
+  removed from every request and no gate (what a client without a slot policy sends).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from _cache_common import (
+    LABEL,
+    SYSTEM,
+    Label,
+    Recorder,
+    Server,
+    TracedClient,
+    follow_up,
+    opening,
+    settings_with,
+)
+
+from fusion_tui.agent.approval import HeadlessApprover
+from fusion_tui.agent.loop import AgentConfig
+from fusion_tui.agent.session_run import AgentHost, SessionRunner
+from fusion_tui.agent.tools.workspace import Workspace
+from fusion_tui.chat.local import LocalBackend
+from fusion_tui.chat.titles import TITLE_TOKENS, title_messages
+from fusion_tui.runtime import Connection
+from fusion_tui.server.errors import ServerError
+from fusion_tui.server.types import StreamEvent
+from fusion_tui.sessions.model import Session
+from fusion_tui.sessions.store import SessionStore
+from fusion_tui.slots.gate import SlotGate, slots_busy_probe
+from fusion_tui.status import ServerStatus
+
+AGENT_TASKS = (
+    "List the files in this folder, read notes.txt and say in one line what it is about.",
+    "Read notes.txt again and name the most important item in it.",
+    "Which file here is the largest? Answer in one line.",
+)
+
+
+class Driver:
+    """What a phase can do: a turn, a side call, leave, resume, restart, an agent task."""
+
+    def __init__(self, server: Server, rec: Recorder, args: Any) -> None:
+        self.server, self.rec, self.args = server, rec, args
+
+    async def turn(self, label: Label, text: str) -> None:
+        raise NotImplementedError
+
+    async def side(self, label: Label) -> None:
+        raise NotImplementedError
+
+    async def leave(self) -> None:
+        """Every open session is left (the app exits)."""
+
+    async def restart(self) -> None:
+        await self.leave()
+        await self.server.launch()
+        self.rec.epoch += 1
+
+    async def agent(self, label: Label, workspace: Path, task: str) -> None:
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        await self.leave()
+
+
+class FusionDriver(Driver):
+    def __init__(self, server: Server, rec: Recorder, args: Any) -> None:
+        super().__init__(server, rec, args)
+        self.settings = settings_with(server, temperature=0.0, max_tokens=args.max_tokens)
+        self.open: dict[str, LocalBackend] = {}
+        self.ids: dict[str, str] = {}
+        self.hosts: dict[str, tuple[AgentHost, Connection]] = {}
+        self.runners: dict[str, SessionRunner] = {}
+        self.gates: dict[str, tuple[SlotGate, TracedClient]] = {}
+
+    def shared_gate(self, total: int) -> SlotGate:
+        """`--exclusive-gate`: one gate for every session of this server (as one slot keeper
+        would hold), told that nobody else sends to the server, so it skips the busy probe."""
+        url = self.server.url
+        if url not in self.gates:
+            client = TracedClient(url, self.rec)
+            gate = SlotGate(lambda: total, busy_probe=slots_busy_probe(client.slots),
+                            exclusive=lambda: True)  # fmt: skip
+            self.gates[url] = (gate, client)
+        return self.gates[url][0]
+
+    async def backend(self, key: str) -> LocalBackend:
+        b = self.open.get(key)
+        if b is None:
+            b = LocalBackend(self.settings, self.server.paths, resume=self.ids.get(key),
+                             connector=self.server.connector(self.rec))  # fmt: skip
+            await b.start(lambda _s: None)
+            if self.args.exclusive_gate:
+                b.keeper.gate = self.shared_gate(b.keeper.pool.total_slots)
+            self.open[key], self.ids[key] = b, b.session.id
+        return b
+
+    async def turn(self, label: Label, text: str) -> None:
+        b = await self.backend(label.session)  # an app that is already running
+        token = LABEL.set(label)
+        try:
+            self.rec.mark_call()
+            async for _ in b.reply(text):
+                pass
+        finally:
+            LABEL.reset(token)
+
+    async def side(self, label: Label) -> None:
+        token = LABEL.set(Label(label.phase, label.session, "side", label.turn))
+        try:
+            await (await self.backend(label.session)).make_title()
+        finally:
+            LABEL.reset(token)
+
+    async def leave(self) -> None:
+        for key in list(self.open):
+            await self.open.pop(key).close()  # leaving saves the session's slot
+        for _host, conn in self.hosts.values():
+            await conn.client.aclose()
+        self.hosts.clear()
+        self.runners.clear()
+        for _gate, client in self.gates.values():
+            await client.aclose()
+        self.gates.clear()
+
+    async def _host(self) -> AgentHost:
+        url = self.server.url
+        if url not in self.hosts:
+            conn = await self.server.connector(self.rec)()
+            self.hosts[url] = (await AgentHost.open(conn), conn)
+        return self.hosts[url][0]
+
+    async def agent(self, label: Label, workspace: Path, task: str) -> None:
+        host = await self._host()
+        runner = self.runners.get(label.session)
+        if runner is None:
+            store = SessionStore.default(self.server.paths)
+            runner = SessionRunner(host, store, Session.new(workspace=str(workspace)),
+                                   workspace=Workspace(workspace), approver=HeadlessApprover(),
+                                   config=agent_config(self.args))  # fmt: skip
+            self.runners[label.session] = runner
+        token = LABEL.set(label)
+        try:
+            await runner.run(task)
+        finally:
+            LABEL.reset(token)
+
+
+def agent_config(args: Any) -> AgentConfig:
+    return AgentConfig(max_steps=args.agent_steps, n_predict=64, summary_n_predict=48,
+                       sampling={"temperature": 0.0})  # fmt: skip
+
+
+class PlainDriver(Driver):
+    def __init__(self, server: Server, rec: Recorder, args: Any) -> None:
+        super().__init__(server, rec, args)
+        self.histories: dict[str, list[dict[str, str]]] = {}
+        self._client: TracedClient | None = None
+        self._url = ""
+        self.runners: dict[str, SessionRunner] = {}
+        self.host: AgentHost | None = None
+
+    @property
+    def client(self) -> TracedClient:
+        if self._client is None or self._url != self.server.url:
+            self._client, self._url = TracedClient(self.server.url, self.rec), self.server.url
+            self.host, self.runners = None, {}
+        return self._client
+
+    async def _ask(self, messages: list[dict[str, str]], n: int) -> str:
+        body = {"messages": messages, "max_tokens": n, "temperature": 0.0}
+        pieces: list[str] = []
+        async for event in self.client.stream_chat(body):
+            text = getattr(event, "text", None)
+            if text:
+                pieces.append(text)
+        return "".join(pieces)
+
+    async def turn(self, label: Label, text: str) -> None:
+        history = self.histories.setdefault(label.session, [{"role": "system", "content": SYSTEM}])
+        history.append({"role": "user", "content": text})
+        _ = self.client  # connected already, as a running client is
+        token = LABEL.set(label)
+        try:
+            self.rec.mark_call()
+            answer = await self._ask(history, self.args.max_tokens)
+            history.append({"role": "assistant", "content": answer})
+        except ServerError:
+            pass  # refused (e.g. context full): the message stays in the history, as a client does
+        finally:
+            LABEL.reset(token)
+
+    async def side(self, label: Label) -> None:
+        history = self.histories[label.session]
+        token = LABEL.set(Label(label.phase, label.session, "side", label.turn))
+        try:
+            await self._ask(title_messages(history[1]["content"]), TITLE_TOKENS)
+        finally:
+            LABEL.reset(token)
+
+    async def leave(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    async def agent(self, label: Label, workspace: Path, task: str) -> None:
+        client = self.client
+        if self.host is None:
+            props = await client.props()
+            conn = Connection(client, props, ServerStatus(state="ready"), self.server.record)
+            self.host = await AgentHost.open(conn)
+
+            def completion() -> Any:
+                async def run(body: dict[str, Any]) -> AsyncIterator[StreamEvent]:
+                    plain = {k: v for k, v in body.items() if k != "id_slot"}
+                    async for event in client.stream_completion(plain):
+                        yield event
+
+                return run
+
+            self.host.completion = completion  # type: ignore[method-assign]
+        runner = self.runners.get(label.session)
+        if runner is None:
+            store = SessionStore.default(self.server.paths)
+            runner = SessionRunner(self.host, store, Session.new(workspace=str(workspace)),
+                                   workspace=Workspace(workspace), approver=HeadlessApprover(),
+                                   config=agent_config(self.args))  # fmt: skip
+            self.runners[label.session] = runner
+        token = LABEL.set(label)
+        try:
+            await runner.run(task)
+        finally:
+            LABEL.reset(token)
+
+
+# --- the phases ----------------------------------------------------------------------------------
+
+
+async def sequential(d: Driver, phase: str = "sequential", prefix: str = "s") -> None:
+    a = d.args
+    for r in range(a.rounds):
+        for k in range(a.sessions):
+            text = opening(k, a.words) if r == 0 else follow_up(k, r)
+            await d.turn(Label(phase, f"{prefix}{k}", "turn", r), text)
+            await d.side(Label(phase, f"{prefix}{k}", "turn", r))
+
+
+async def concurrent(d: Driver) -> None:
+    async def one(k: int, r: int) -> None:
+        await d.turn(Label("concurrent", f"s{k}", "turn", r), follow_up(k, 100 + r))
+        await d.side(Label("concurrent", f"s{k}", "turn", r))
+
+    for r in range(d.args.rounds):
+        await asyncio.gather(one(0, r), one(1, r))
+
+
+async def resume(d: Driver) -> None:
+    await d.leave()  # a new app instance on the same server
+    await d.turn(Label("resume", "s0", "turn", 200), follow_up(0, 200))
+
+
+async def restart(d: Driver, phase: str = "restart", session: str = "s0") -> None:
+    await d.restart()  # fusion-tui saved the slots when the sessions were left
+    await d.turn(Label(phase, session, "turn", 300), follow_up(0, 300))
+
+
+async def oversubscribed(d: Driver, phase: str) -> None:
+    a = d.args
+    prefix = "o" if phase == "oversubscribed" else "z"
+    for r in range(a.rounds):
+        for k in range(a.over_sessions):
+            text = opening(k, a.words) if r == 0 else follow_up(k, r)
+            await d.turn(Label(phase, f"{prefix}{k}", "turn", r), text)
+
+
+async def long(d: Driver, per_slot_ctx: int) -> None:
+    a = d.args
+    turns = a.long_turns or max(3, int(per_slot_ctx * 1.3 / (a.long_words * 3)) + 1)
+    for r in range(turns):
+        await d.turn(Label("long", "L", "turn", r), opening(20 + r, a.long_words))
+
+
+def make_workspaces(root: Path) -> list[Path]:
+    out = []
+    for name in ("A", "B"):
+        ws = root / f"ws-{name}"
+        ws.mkdir(parents=True, exist_ok=True)
+        (ws / "notes.txt").write_text(opening(ord(name), 60) + "\n")
+        (ws / "main.py").write_text(f"print('workspace {name}')\n" * 20)
+        out.append(ws)
+    return out
+
+
+async def agent(d: Driver, root: Path) -> None:
+    spaces = make_workspaces(root)
+    for r, task in enumerate(AGENT_TASKS[: d.args.agent_tasks]):
+        for ws in spaces:
+            await d.agent(Label("agent", ws.name[-1], "agent", r), ws, task)
