@@ -44,6 +44,7 @@ from fusion_tui.slots.archive import DEFAULT_MAX_BYTES
 from fusion_tui.slots.gate import waiting_message
 from fusion_tui.slots.pins import SlotPool
 from fusion_tui.slots.progress import ProgressTracker
+from fusion_tui.slots.side_calls import SideCallQueue
 from fusion_tui.slots.watch import FirstTokenStall
 from fusion_tui.status import ServerStatus
 
@@ -89,6 +90,8 @@ class LocalBackend:
         session = self._open_session(resume)
         self.store.claim(session.id)  # SessionLocked: another instance has it open
         self.keeper = SlotKeeper(self.store, session, archive_max_bytes=archive_max_bytes)
+        self.side_calls = SideCallQueue()
+        """Titles run between turns, never beside one."""
         self.save_error: str | None = None
         """The last save failure, shown to the user; the session stays in memory."""
 
@@ -186,6 +189,13 @@ class LocalBackend:
     # --- turns ---------------------------------------------------------------------------------
 
     async def reply(self, text: str) -> AsyncGenerator[ReplyEvent, None]:
+        """The turn, with side calls held off (`SideCallQueue`): a running title is cut short
+        and rerun after it, so it never competes with the turn's first token."""
+        async with self.side_calls.turn(), aclosing(self._reply(text)) as events:
+            async for event in events:
+                yield event
+
+    async def _reply(self, text: str) -> AsyncGenerator[ReplyEvent, None]:
         keeper = self.keeper
         if keeper.conn is None or keeper.gate is None:
             raise ServerError("the server is not connected yet")
@@ -356,6 +366,10 @@ class LocalBackend:
     # --- side calls ----------------------------------------------------------------------------
 
     async def make_title(self) -> str | None:
+        """The title side call, queued behind the session's turns (see `reply`)."""
+        return await self.side_calls.submit(self._make_title)
+
+    async def _make_title(self) -> str | None:
         """Title the session with a side call that costs no session its cache (`titles.py`): a
         continuation of its own prompt where prefix reuse is `full`, else a slot no session
         holds; saves the session. None when there is nothing to title from, no such slot, or

@@ -76,6 +76,8 @@ class SlotKeeper:
         self.restore_rate: float | None = None
         """Measured bytes per second of a slot restore."""
         self._titles: dict[str, str] = {}
+        self._local: set[str] = set()
+        """Sessions this keeper has sent for (the `exclusive` check)."""
         self.prompt_rate: float | None = None
         """Measured prompt tokens per second (the largest recent prompt's)."""
 
@@ -87,10 +89,21 @@ class SlotKeeper:
         props = conn.props
         self.pool.update(props.total_slots, props.model_path, conn.launch_id)
         self.gate = SlotGate(
-            lambda: self.pool.total_slots, busy_probe=slots_busy_probe(conn.client.slots)
+            lambda: self.pool.total_slots,
+            busy_probe=slots_busy_probe(conn.client.slots),
+            exclusive=self.exclusive,
         )
         self.archive = archive_for(conn, self.archive_max_bytes)
         self.ledger = SlotLedger(self.archive.folder) if self.archive is not None else None
+
+    def exclusive(self) -> bool:
+        """Only this process sends to the server: it launched the daemon, and the shared ledger
+        names no session this keeper has not had (then the gate skips its `/slots` busy probe:
+        a held lock proves the slot idle, and the round trip leaves the first-token path)."""
+        conn = self.conn
+        if conn is None or not conn.launched or self.ledger is None:
+            return False
+        return set(self._holders().values()) <= self._local | {self.session.id}
 
     def detach(self) -> Connection | None:
         conn, self.conn = self.conn, None
@@ -342,6 +355,7 @@ class SlotKeeper:
         self.pool.pin(session.id, id_slot)
         session.pinned_slot = self.pool.pins.get(session.id)
         session.server = self.identity()
+        self._local.add(session.id)
         if self.ledger is not None and session.pinned_slot is not None and self.conn is not None:
             self.ledger.claim(session.pinned_slot, session.id, self.conn.launch_id)
 

@@ -76,3 +76,27 @@ async def test_elsewhere_a_title_goes_to_a_slot_no_stored_session_holds(paths: A
     title = completions(srv)[-1]
     # not slot 0 (the stored session's prompt), not A's own
     assert title.slot not in (0, a.session.pinned_slot)
+
+
+async def test_a_turn_cuts_a_running_title_short_and_it_reruns_after(paths: AppPaths) -> None:
+    import anyio
+
+    with FakeLlamaServer(total_slots=4, n_ctx=4096) as srv:
+        b = FakeChatBackend(fast_settings(), paths, connector=with_fit(srv, "full"))
+        await b.start(lambda _s: None)
+        await turn(b, "first question")
+        srv.script(Reply(text=["Slow", " title"], prompt_seconds=2.0), Reply(), Reply(text=["T"]))
+        titles: list[str | None] = []
+        async with anyio.create_task_group() as tg:
+
+            async def title() -> None:
+                titles.append(await b.make_title())
+
+            tg.start_soon(title)
+            await anyio.sleep(0.3)  # the title is being read
+            await turn(b, "second question")
+        await b.close()
+    assert titles == ["T"]  # the slow one was cancelled; the rerun came after the turn
+    assert b.side_calls.cancelled == 1
+    sides = [r.side_call for r in b.session.requests]
+    assert sides == [False, False, True]
