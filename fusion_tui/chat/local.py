@@ -20,11 +20,11 @@ from typing import Any
 from fusion_tui.agent.prompt import TemplateFrame, TemplateProbeError
 from fusion_tui.agent.session_run import template_frame
 from fusion_tui.chat.backend import SessionCatalog, SlotView, StatusCallback, Unavailable
-from fusion_tui.chat.chat_prompt import chat_prompt
 from fusion_tui.chat.compaction import SUMMARY_TOKENS, Compactor, load_summary, reply_reserve
 from fusion_tui.chat.events import Compacted, Notice, Progress, ReplyDone, ReplyEvent
+from fusion_tui.chat.notes import context_full_message, cost_note, stall_message
 from fusion_tui.chat.slot_keeper import SlotKeeper
-from fusion_tui.chat.titles import TITLE_ASK, TITLE_TOKENS, clean_title, title_messages
+from fusion_tui.chat.titles import clean_title, continuation_slot, title_body
 from fusion_tui.chat.warm import first_event, watch_config
 from fusion_tui.clock import REAL_CLOCK, Clock
 from fusion_tui.config import Settings
@@ -228,9 +228,9 @@ class LocalBackend:
                         raise
                     where = f"slot {slot}" if slot >= 0 else "the slot the server picks"
                     yield Notice(f"no data from llama-server ({exc}); retrying once on {where}")
-            outcome, detail = "completed", self._cost_note()
+            outcome, detail = "completed", cost_note(self.session, self.keeper.take_resume())
         except StreamStalled as exc:
-            outcome, detail = "error", self._stall_message(exc)
+            outcome, detail = "error", stall_message(exc, self.settings)
             yield ReplyDone("error", note=f"error · {detail}", partial=True)
             return
         except ContextExceeded as exc:
@@ -244,17 +244,6 @@ class LocalBackend:
         finally:
             self._finish_turn("".join(answer), outcome, detail)
         yield ReplyDone("completed", note=detail)
-
-    def _stall_message(self, exc: StreamStalled) -> str:
-        if isinstance(exc, FirstTokenStall):
-            return f"after one retry: {exc}"
-        idle = self.settings.local_models.request_timeout_ms / 1000
-        if "middle of an answer" in str(exc):
-            return (
-                f"the answer stalled: no bytes from llama-server for {idle:g} s "
-                "(localModels.requestTimeoutMs); the partial answer is kept"
-            )
-        return str(exc)
 
     def _open_stream(self, body: dict[str, Any]) -> AsyncGenerator[StreamEvent, None]:
         """The HTTP stream of one request: native `/completion` for a `prompt`, else the chat
@@ -395,24 +384,15 @@ class LocalBackend:
         return title
 
     def _title_slot(self) -> int | None:
-        """The session's own slot when the title can continue its cached prompt (the launch's
-        fit says prefix reuse `full`; unknown counts as not); None: a side slot."""
-        conn = self.conn
-        assert conn is not None
-        own = self.pool.pins.get(self.session.id)
-        fit = conn.record.fit if conn.record is not None else None
-        if own is None or not isinstance(fit, dict) or fit.get("prefix_reuse") != "full":
-            return None
-        return own
+        assert self.conn is not None
+        return continuation_slot(self.conn, self.pool.pins.get(self.session.id))
 
     async def _title_body(self, first: str) -> dict[str, Any]:
         frame = await self._frame()
         if frame is None or self._title_slot() is None:
-            return {"messages": title_messages(first), "n_predict": TITLE_TOKENS, "temperature": 0}
+            return title_body(None, first, [], None, SYSTEM_PROMPT)
         summary = load_summary(self.store, self.session.id)
-        asked = [*self.session.messages, Message(role="user", content=TITLE_ASK)]
-        prompt = chat_prompt(frame, SYSTEM_PROMPT, asked, summary)
-        return {"prompt": prompt, "n_predict": TITLE_TOKENS, "temperature": 0.0}
+        return title_body(frame, first, self.session.messages, summary, SYSTEM_PROMPT)
 
     async def _side_call(self, body: dict[str, Any], slot: int | None = None) -> str:
         """One side call (title, summary); its text. `slot` None: a slot no session holds
@@ -454,37 +434,9 @@ class LocalBackend:
             clock=self.wall_clock,
         )
 
-    def _cost_note(self) -> str:
-        own = [r for r in self.session.requests if not r.side_call]
-        if not own:
-            return ""
-        last = own[-1]
-        total = last.prompt_n + last.cache_n
-        cached = f"{last.cache_n:,} of {total:,} prompt tokens cached"
-        resume = self.keeper.take_resume()
-        if resume is not None:
-            how = {"same": "", "restored": " (restored from disk)", "cold": " cold"}[resume.kind]
-            why = f" ({resume.reason})" if resume.reason else ""
-            return (
-                f"resumed{how} on slot {last.id_slot}{why} · {cached} · {last.ttft_ms / 1000:.1f} s"
-            )
-        return (
-            f"slot {last.id_slot} · {cached} · first token {last.ttft_ms / 1000:.1f} s · "
-            f"{last.predicted_per_second:.0f} tok/s"
-        )
-
     def _finish_turn(self, answer: str, outcome: Outcome, detail: str) -> None:
         self.session.end_turn(outcome, answer, detail, self.wall_clock)
         self._save()
 
     def _save(self) -> None:
         self.save_error = self.store.try_save(self.session)
-
-
-def context_full_message(exc: ContextExceeded) -> str:
-    """What to do when a session no longer fits its slot (the server refuses, nothing is lost)."""
-    return (
-        f"this session no longer fits the slot: {exc.n_prompt_tokens:,} prompt tokens for a "
-        f"{exc.n_ctx:,}-token context. Your message is saved; start a new session (Ctrl+N) or "
-        "launch with fewer slots or a larger context (F2)"
-    )

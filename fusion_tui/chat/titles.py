@@ -10,6 +10,13 @@ and answer (it diverges only after them). Elsewhere only the first user message 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from typing import Any
+
+from fusion_tui.agent.prompt import TemplateFrame
+from fusion_tui.chat.chat_prompt import ChatSummary, chat_prompt
+from fusion_tui.runtime import Connection
+from fusion_tui.sessions.model import Message
 
 TITLE_TOKENS = 16
 TITLE_INPUT_CHARS = 600
@@ -42,3 +49,28 @@ def clean_title(raw: str) -> str:
     if len(line) > TITLE_MAX_CHARS:
         line = line[:TITLE_MAX_CHARS].rsplit(" ", 1)[0] or line[:TITLE_MAX_CHARS]
     return line
+
+
+def continuation_slot(conn: Connection, own: int | None) -> int | None:
+    """The session's own slot when a title can continue its cached prompt (the launch's fit says
+    prefix reuse `full`; unknown counts as not); None: a side slot."""
+    fit = conn.record.fit if conn.record is not None else None
+    if own is None or not isinstance(fit, dict) or fit.get("prefix_reuse") != "full":
+        return None
+    return own
+
+
+def title_body(
+    frame: TemplateFrame | None,
+    first: str,
+    messages: Sequence[Message],
+    summary: ChatSummary | None,
+    system: str,
+) -> dict[str, Any]:
+    """The title request: the session's own prompt + `TITLE_ASK` (a continuation) with a frame,
+    else the short stand-alone messages."""
+    if frame is None:
+        return {"messages": title_messages(first), "n_predict": TITLE_TOKENS, "temperature": 0}
+    asked = [*messages, Message(role="user", content=TITLE_ASK)]
+    prompt = chat_prompt(frame, system, asked, summary)
+    return {"prompt": prompt, "n_predict": TITLE_TOKENS, "temperature": 0.0}
