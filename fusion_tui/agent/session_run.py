@@ -215,6 +215,27 @@ class SlotPolicy(Protocol):
 
     def pin_answer(self, id_slot: int) -> None: ...
 
+    def side_slot_for(self, *, free_only: bool = False) -> int | None: ...
+
+
+@dataclass
+class PolicySlots:
+    """The loop's `SlotChooser` under a `SlotPolicy`: pins from the pool, side calls (the
+    compaction summary) on a slot no session of any process holds."""
+
+    pool: SlotPool
+    policy: SlotPolicy
+
+    def slot_for(self, session_id: str) -> int:
+        return self.pool.slot_for(session_id)
+
+    def pin(self, session_id: str, slot: int) -> object:
+        return self.pool.pin(session_id, slot)
+
+    def side_call_slot(self) -> int:
+        slot = self.policy.side_slot_for()
+        return -1 if slot is None else slot
+
 
 # --- running a turn ---------------------------------------------------------------------------
 
@@ -319,7 +340,7 @@ class SessionRunner:
 
         deps = AgentDeps(
             completion=self.host.completion(),
-            slots=self.host.pool,
+            slots=self.host.pool if self.slots is None else PolicySlots(self.host.pool, self.slots),
             gate=self.gate,
             workspace=self.workspace,
             frame=self.host.frame,
