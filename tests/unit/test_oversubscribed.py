@@ -89,3 +89,21 @@ async def test_the_slot_view_says_who_is_in_a_slot_and_who_on_disk(
         assert a.slot_view().slot_owners() == {0: "beta session"}
         await a.close()
         await b.close()
+
+
+async def test_the_gate_skips_its_busy_probe_only_while_no_other_session_uses_the_server(
+    paths: AppPaths, tmp_path: Path
+) -> None:
+    slot_dir = tmp_path / "slots"
+    slot_dir.mkdir()
+    with DiskFake(slot_dir, total_slots=2, n_ctx=8192) as srv:
+        a = await started(srv, paths, slot_dir)
+        assert a.conn is not None
+        a.conn.launched = True  # this process launched the daemon
+        await turn(a, "alone")
+        assert a.keeper.exclusive()
+        b = await started(srv, paths, slot_dir)  # another client of the same daemon
+        await turn(b, "me too")
+        assert not a.keeper.exclusive()
+        await a.close()
+        await b.close()
