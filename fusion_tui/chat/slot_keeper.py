@@ -231,11 +231,18 @@ class SlotKeeper:
             slot = await self.fresh_slot()
             room = await self.room() if slot < 0 else slot
             return -1 if room is None else room
-        if session.pinned_slot is not None and self._taken(session.pinned_slot):
+        mine = session.pinned_slot
+        if mine is not None and self._taken(mine):
             restored = await self._restore_returning()
             if restored is not None:
                 return restored
+        elif mine is not None and self._holders().get(mine) == session.id and self._same_launch():
+            self.pool.pin(session.id, mine)  # the shared ledger says it is still there
+            return mine
         return -1
+
+    def _same_launch(self) -> bool:
+        return self.session.server is not None and self.session.server.same_server(self.identity())
 
     def _holders(self) -> dict[int, str]:
         if self.ledger is None or self.conn is None:
