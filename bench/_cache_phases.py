@@ -32,6 +32,7 @@ from fusion_tui.agent.loop import AgentConfig
 from fusion_tui.agent.session_run import AgentHost, SessionRunner
 from fusion_tui.agent.tools.workspace import Workspace
 from fusion_tui.chat.local import LocalBackend
+from fusion_tui.chat.slot_keeper import SlotKeeper
 from fusion_tui.chat.titles import TITLE_TOKENS, title_messages
 from fusion_tui.runtime import Connection
 from fusion_tui.server.errors import ServerError
@@ -143,13 +144,18 @@ class FusionDriver(Driver):
         return self.hosts[url][0]
 
     async def agent(self, label: Label, workspace: Path, task: str) -> None:
-        host = await self._host()
         runner = self.runners.get(label.session)
-        if runner is None:
+        if runner is None:  # as `fusion-tui run` does: its own slot keeper, the one policy
             store = SessionStore.default(self.server.paths)
-            runner = SessionRunner(host, store, Session.new(workspace=str(workspace)),
-                                   workspace=Workspace(workspace), approver=HeadlessApprover(),
-                                   config=agent_config(self.args))  # fmt: skip
+            session = Session.new(workspace=str(workspace))
+            conn = await self.server.connector(self.rec)()
+            keeper = SlotKeeper(store, session)
+            keeper.attach(conn)
+            host = await AgentHost.open(conn, pool=keeper.pool, gate=keeper.gate)
+            self.hosts[f"agent:{label.session}"] = (host, conn)
+            runner = SessionRunner(host, store, session, workspace=Workspace(workspace),
+                                   approver=HeadlessApprover(), config=agent_config(self.args),
+                                   slots=keeper)  # fmt: skip
             self.runners[label.session] = runner
         token = LABEL.set(label)
         try:

@@ -14,7 +14,8 @@ Outcome = Literal[
 ]
 """`stuck`: the loop guard stopped a repeated failing call (`loop_guard.py`); `no_answer`: the
 model finished without a real summary (empty, or a placeholder of ours; `finish_check.py`)."""
-RequestPurpose = Literal["step", "repair", "summary", "compaction"]
+RequestPurpose = Literal["step", "repair", "summary", "compaction", "chat"]
+"""`chat`: a plain-chat turn (`fusion-tui chat`)."""
 
 
 @dataclass(frozen=True)

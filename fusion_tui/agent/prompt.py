@@ -108,13 +108,14 @@ class MachineFacts:
     prefix_reuse: PrefixReuse = "full"
 
     def render(self) -> str:
-        speed = f"~{self.tok_per_s:.0f} tok/s single stream" if self.tok_per_s else "not measured"
+        """The facts in the stable prefix. Not the measured speed: it changes with every launch,
+        and the prefix must be the same bytes on the next daemon for a restored slot to match
+        (seen: a resumed agent session re-read all but 354 of 920 tokens after a restart)."""
         return (
             "### machine facts\n"
             f"- model: {self.model}\n"
             f"- slots: {self.slots}\n"
             f"- context per worker: {self.ctx_per_worker} tokens\n"
-            f"- speed: {speed}\n"
             f"- prefix reuse: {self.prefix_reuse}"
         )
 

@@ -18,7 +18,7 @@ import hashlib
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 from fusion_tui.agent.approval import ApprovalGate, Approver
 from fusion_tui.agent.deadline import CancelToken
@@ -208,6 +208,41 @@ def resume_packer(host: AgentHost, messages: list[Message]) -> PromptPacker:
     return packer
 
 
+class SlotPolicy(Protocol):
+    """The one slot policy of every path (`chat.slot_keeper.SlotKeeper` implements it): a fresh
+    slot for a brand-new session, `-1` then the pin for a resumed one, its saved slot restored
+    on a new daemon, another session's slot saved to disk before it is taken."""
+
+    async def warm_resume(self) -> list[str]: ...
+
+    async def next_slot(self) -> int: ...
+
+    def take_notes(self) -> list[str]: ...
+
+    def pin_answer(self, id_slot: int) -> None: ...
+
+    def side_slot_for(self, *, free_only: bool = False) -> int | None: ...
+
+
+@dataclass
+class PolicySlots:
+    """The loop's `SlotChooser` under a `SlotPolicy`: pins from the pool, side calls (the
+    compaction summary) on a slot no session of any process holds."""
+
+    pool: SlotPool
+    policy: SlotPolicy
+
+    def slot_for(self, session_id: str) -> int:
+        return self.pool.slot_for(session_id)
+
+    def pin(self, session_id: str, slot: int) -> object:
+        return self.pool.pin(session_id, slot)
+
+    def side_call_slot(self) -> int:
+        slot = self.policy.side_slot_for()
+        return -1 if slot is None else slot
+
+
 # --- running a turn ---------------------------------------------------------------------------
 
 
@@ -237,8 +272,11 @@ class SessionRunner:
         config: AgentConfig | None = None,
         clock: Clock | None = None,
         wall_clock: sm.WallClock = time.time,
+        slots: SlotPolicy | None = None,
     ) -> None:
         self.host = host
+        self.slots = slots
+        """The shared slot policy (its pool and gate are the host's); None: the host's pins."""
         self.store = store
         self.session = session
         self.workspace = workspace
@@ -251,7 +289,8 @@ class SessionRunner:
         self._messages: list[Message] = stored["messages"] if stored else []
         self._archived: list[dict[str, Any]] = stored["archived"] if stored else []
         server, slot = session.server, session.pinned_slot
-        if server is not None and slot is not None and server.same_server(host.identity):
+        same = server is not None and server.same_server(host.identity)
+        if slots is None and same and slot is not None:
             host.pool.pin(session.id, slot)  # warm resume on its own slot
 
     def _save(self) -> str | None:
@@ -276,6 +315,12 @@ class SessionRunner:
         session.begin_turn(task, workspace=str(self.workspace.root), clock=self.wall_clock)
         early_save = self._save()  # the user's words reach the disk before anything can fail
         tools: list[ToolFinished] = []
+        if self.slots is not None:  # where the task's first request goes, by the one policy
+            await self.slots.warm_resume()
+            slot = await self.slots.next_slot()
+            self.slots.take_notes()
+            if slot >= 0:
+                self.host.pool.pin(session.id, slot)
         packer = resume_packer(self.host, self._messages)
         sink = on_event or (lambda _e: None)
 
@@ -305,7 +350,7 @@ class SessionRunner:
 
         deps = AgentDeps(
             completion=self.host.completion(),
-            slots=self.host.pool,
+            slots=self.host.pool if self.slots is None else PolicySlots(self.host.pool, self.slots),
             gate=self.gate,
             workspace=self.workspace,
             frame=self.host.frame,
@@ -344,6 +389,8 @@ class SessionRunner:
         if slot is not None:
             session.pinned_slot = slot
             session.server = self.host.identity
+            if self.slots is not None:
+                self.slots.pin_answer(slot)  # the shared ledger: this session holds the slot
         if self.host.routing is not None:  # issue 14: the endpoint the pin is on
             self.host.routing.finish(session)
         session.prefix_hash = self.host.prefix_hash

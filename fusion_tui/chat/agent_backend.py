@@ -39,7 +39,6 @@ from fusion_tui.agent.session_run import (
     open_session,
 )
 from fusion_tui.agent.tools.workspace import Workspace
-from fusion_tui.chat.agent_slots import AgentSlots
 from fusion_tui.chat.backend import (
     Said,
     SessionCatalog,
@@ -50,10 +49,11 @@ from fusion_tui.chat.backend import (
 )
 from fusion_tui.chat.events import Notice, ReplyDone, ReplyEvent, ToolBlock
 from fusion_tui.chat.live_step import LiveStepTracker
+from fusion_tui.chat.slot_keeper import SlotKeeper
 from fusion_tui.config import Settings
 from fusion_tui.endpoints.session_pins import EndpointPins, wants_endpoints
 from fusion_tui.paths import AppPaths
-from fusion_tui.runtime import Connection, connect, release
+from fusion_tui.runtime import Connection, connect, release, stops_on_exit
 from fusion_tui.server.errors import ServerError
 from fusion_tui.server.types import PromptProgress, StreamEnd, TextDelta, Timings
 from fusion_tui.sessions.model import Session
@@ -161,6 +161,8 @@ class AgentBackend:
         self.conn: Connection | None = None
         self.host: AgentHost | None = None
         self.runner: SessionRunner | None = None
+        self.keeper = SlotKeeper(self.store, self.session)
+        """The slot policy every path shares (fresh slot, warm resume, save on leaving)."""
         # issue 14: several endpoints (None with one: unchanged)
         self.endpoints = EndpointPins(settings) if wants_endpoints(settings) else None
         self._primary: Connection | None = None
@@ -186,11 +188,15 @@ class AgentBackend:
 
     async def adopt(self, conn: Connection) -> ServerStatus:
         self.conn = conn
+        self.keeper.attach(conn)
         route = None
         if self.endpoints is not None:  # issue 14: the session's endpoint
             route = await place_run(self.endpoints, conn, self.session, self._notes.append)
         self.host = await AgentHost.open(
             conn if route is None else route.conn,
+            # the keeper's pool and gate are the managed server's: another endpoint has its own
+            pool=self.keeper.pool if route is None else None,
+            gate=self.keeper.gate if route is None else None,
             idle_timeout=self.settings.local_models.request_timeout_ms / 1000,
             configured_workers=self.settings.llm.run_mode.fusion.workers,
         )
@@ -206,24 +212,31 @@ class AgentBackend:
             return None
         return SessionRunner(
             self.host, self.store, self.session, workspace=self.workspace,
-            approver=self.approver, config=agent_config(self.settings),
+            approver=self.approver, config=agent_config(self.settings), slots=self.keeper,
         )  # fmt: skip
 
     # --- sessions ------------------------------------------------------------------------------
 
+    async def compact(self) -> str | None:
+        raise Unavailable(
+            "an agent session compacts its transcript itself when it nears the slot's context"
+        )
+
     async def new_session(self) -> str | None:
         self.session = self._open_session(None)
+        note = await self.keeper.switch(self.session)  # the left session's slot saved first
         if self.endpoints is not None and self.conn is not None:  # issue 14: placed afresh
             await self.adopt(self.conn)
         self.runner = self._runner()
-        return None
+        return note
 
     async def open_session(self, session_id: str) -> str | None:
         self.session = self._open_session(session_id)
+        note = await self.keeper.switch(self.session)
         if self.endpoints is not None and self.conn is not None:  # issue 14: its endpoint
             await self.adopt(self.conn)
         self.runner = self._runner()
-        return None
+        return note
 
     def sessions(self) -> SessionCatalog:
         return self.store
@@ -240,7 +253,7 @@ class AgentBackend:
         raise Unavailable("This backend does not own a server.")
 
     def slot_view(self) -> SlotView | None:
-        return AgentSlots(self) if self.conn is not None else None
+        return self.keeper if self.keeper.conn is not None else None
 
     def history(self) -> list[Said]:
         return [
@@ -253,7 +266,14 @@ class AgentBackend:
         conn, self.conn = self.conn, None
         try:
             if conn is not None:
-                await release(self.settings, self.paths, conn)
+                try:
+                    if self.keeper.conn is not None:
+                        await self.keeper.leave()  # its slot saved for a warm resume
+                        if stops_on_exit(self.settings, conn):
+                            await self.keeper.save_others()
+                finally:
+                    self.keeper.detach()
+                    await release(self.settings, self.paths, conn)
         finally:
             if self.endpoints is not None:  # issue 14: the clients the endpoints made
                 await self.endpoints.aclose()

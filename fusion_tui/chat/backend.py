@@ -77,6 +77,10 @@ class SlotView(Protocol):
         """The session that most likely holds `slot` on this server, if any."""
         ...
 
+    def sessions_on_disk(self) -> builtins.list[str]:
+        """Titles of the sessions whose slot is saved on disk and in no slot now."""
+        ...
+
 
 class Backend(Protocol):
     # --- turns ---------------------------------------------------------------------------------
@@ -120,6 +124,11 @@ class Backend(Protocol):
 
     async def make_title(self) -> str | None:
         """Name the session after its first turn (a side call); None when nothing came of it."""
+        ...
+
+    async def compact(self) -> str | None:
+        """Summarise the session's older turns in the prompt now (a side call); the notice, or
+        None when there is nothing to compact (`Unavailable`: this backend cannot)."""
         ...
 
     # --- the server ----------------------------------------------------------------------------

@@ -44,6 +44,9 @@ class EndpointSlotView:
     def session_on_slot(self, slot: int) -> str | None:
         return self.keeper.session_on_slot(slot)
 
+    def sessions_on_disk(self) -> list[str]:
+        return self.keeper.sessions_on_disk()
+
     async def endpoint_groups(self) -> list[EndpointSlots]:
         """Probe every endpoint (bounded) and group its slots."""
         await self.pins.watcher.poll_once()

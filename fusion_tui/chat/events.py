@@ -17,6 +17,16 @@ class Notice:
 
 
 @dataclass(frozen=True)
+class Compacted(Notice):
+    """The session's older turns were replaced in the prompt by a summary (the session file and
+    the screen keep them): `turns` summarised, prompt tokens `before` → `after`."""
+
+    turns: int = 0
+    before: int = 0
+    after: int = 0
+
+
+@dataclass(frozen=True)
 class ReplyDone:
     """The turn ended. `outcome` is completed, cancelled, error, ...; `note` says what it cost."""
 
@@ -92,6 +102,7 @@ ReplyEvent = (
 )
 
 __all__ = [
+    "Compacted",
     "LiveStep",
     "Notice",
     "Progress",

@@ -17,6 +17,8 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
+from fusion_tui.agent.prompt import TemplateFrame, TemplateProbeError
+from fusion_tui.agent.session_run import template_frame
 from fusion_tui.chat import endpoint_turns
 from fusion_tui.chat.backend import (
     Said,
@@ -26,9 +28,11 @@ from fusion_tui.chat.backend import (
     Unavailable,
     said,
 )
-from fusion_tui.chat.events import Notice, Progress, ReplyDone, ReplyEvent
+from fusion_tui.chat.compaction import SUMMARY_TOKENS, Compactor, load_summary, reply_reserve
+from fusion_tui.chat.events import Compacted, Notice, Progress, ReplyDone, ReplyEvent
+from fusion_tui.chat.notes import context_full_message, cost_note, stall_message
 from fusion_tui.chat.slot_keeper import SlotKeeper
-from fusion_tui.chat.titles import TITLE_TOKENS, clean_title, title_messages
+from fusion_tui.chat.titles import clean_title, continuation_slot, title_body
 from fusion_tui.chat.warm import first_event, watch_config
 from fusion_tui.clock import REAL_CLOCK, Clock
 from fusion_tui.config import Settings
@@ -42,12 +46,13 @@ from fusion_tui.server.errors import (
     StreamStalled,
 )
 from fusion_tui.server.types import PromptProgress, StreamEnd, StreamEvent, TextDelta
-from fusion_tui.sessions.model import Outcome, Session, WallClock
+from fusion_tui.sessions.model import Message, Outcome, Session, WallClock
 from fusion_tui.sessions.store import SessionStore
 from fusion_tui.slots.archive import DEFAULT_MAX_BYTES
 from fusion_tui.slots.gate import waiting_message
 from fusion_tui.slots.pins import SlotPool
 from fusion_tui.slots.progress import ProgressTracker
+from fusion_tui.slots.side_calls import SideCallQueue
 from fusion_tui.slots.watch import FirstTokenStall
 from fusion_tui.status import ServerStatus
 
@@ -93,6 +98,8 @@ class LocalBackend:
         session = self._open_session(resume)
         self.store.claim(session.id)  # SessionLocked: another instance has it open
         self.keeper = SlotKeeper(self.store, session, archive_max_bytes=archive_max_bytes)
+        self.side_calls = SideCallQueue()
+        """Titles run between turns, never beside one."""
         self.save_error: str | None = None
         """The last save failure, shown to the user; the session stays in memory."""
         # issue 14: several endpoints (None with one: the single-server app, unchanged)
@@ -205,6 +212,13 @@ class LocalBackend:
     # --- turns ---------------------------------------------------------------------------------
 
     async def reply(self, text: str) -> AsyncGenerator[ReplyEvent, None]:
+        """The turn, with side calls held off (`SideCallQueue`): a running title is cut short
+        and rerun after it, so it never competes with the turn's first token."""
+        async with self.side_calls.turn(), aclosing(self._reply(text)) as events:
+            async for event in events:
+                yield event
+
+    async def _reply(self, text: str) -> AsyncGenerator[ReplyEvent, None]:
         keeper = self.keeper
         if keeper.conn is None or keeper.gate is None:
             raise ServerError("the server is not connected yet")
@@ -217,16 +231,21 @@ class LocalBackend:
             placed: tuple[int, list[ReplyEvent]] | None = None
             if self.endpoints is not None:  # issue 14: the session's endpoint, and why
                 placed = await endpoint_turns.before_turn(self)
-                for said in placed[1]:
-                    yield said
+                for shown in placed[1]:
+                    yield shown
             for note in await keeper.warm_resume():
                 yield Notice(note)
             slot = await keeper.next_slot() if placed is None else placed[0]
+            for note in keeper.take_notes():
+                yield Notice(note)
+            content, compacted = await self._content()
+            if compacted is not None:
+                yield compacted
             for attempt in (1, 2):
                 got = _Flag()
                 try:
                     # aclosing: a cancelled turn must release the slot's lock in this task
-                    async with aclosing(self._attempt(slot, got)) as events:
+                    async with aclosing(self._attempt(slot, got, content)) as events:
                         async for event in events:
                             if isinstance(event, TextDelta):
                                 answer.append(event.text)
@@ -239,14 +258,17 @@ class LocalBackend:
                         moved = await endpoint_turns.after_no_data(self)
                         if moved is not None:
                             slot = moved[0]
-                            for said in moved[1]:
-                                yield said
+                            for shown in moved[1]:
+                                yield shown
                             continue
                     where = f"slot {slot}" if slot >= 0 else "the slot the server picks"
                     yield Notice(f"no data from llama-server ({exc}); retrying once on {where}")
-            outcome, detail = "completed", endpoint_turns.cost_note(self, self._cost_note())
+            outcome, detail = (
+                "completed",
+                endpoint_turns.cost_note(self, cost_note(self.session, self.keeper.take_resume())),
+            )
         except StreamStalled as exc:
-            outcome, detail = "error", self._stall_message(exc)
+            outcome, detail = "error", stall_message(exc, self.settings)
             yield ReplyDone("error", note=f"error · {detail}", partial=True)
             return
         except ContextExceeded as exc:
@@ -261,24 +283,60 @@ class LocalBackend:
             self._finish_turn("".join(answer), outcome, detail)
         yield ReplyDone("completed", note=detail)
 
-    def _stall_message(self, exc: StreamStalled) -> str:
-        if isinstance(exc, FirstTokenStall):
-            return f"after one retry: {exc}"
-        idle = self.settings.local_models.request_timeout_ms / 1000
-        if "middle of an answer" in str(exc):
-            return (
-                f"the answer stalled: no bytes from llama-server for {idle:g} s "
-                "(localModels.requestTimeoutMs); the partial answer is kept"
-            )
-        return str(exc)
-
     def _open_stream(self, body: dict[str, Any]) -> AsyncGenerator[StreamEvent, None]:
-        """The HTTP stream of one request (tests swap the endpoint)."""
+        """The HTTP stream of one request: native `/completion` for a `prompt`, else the chat
+        endpoint (tests swap the endpoint)."""
         assert self.conn is not None
         idle = self.settings.local_models.request_timeout_ms / 1000
+        if "prompt" in body:
+            return self.conn.client.stream_completion(body, idle_timeout=idle)
         return self.conn.client.stream_chat(body, idle_timeout=idle)
 
-    async def _attempt(self, slot: int, got: _Flag) -> AsyncGenerator[ReplyEvent, None]:
+    async def _frame(self) -> TemplateFrame | None:
+        """The model's template frame, probed once per daemon; None when the template cannot be
+        cut (then the chat endpoint renders the messages, as before)."""
+        assert self.conn is not None
+        try:
+            return await template_frame(self.conn)
+        except (TemplateProbeError, ServerError):
+            return None
+
+    async def _content(self, force: bool = False) -> tuple[dict[str, Any], Compacted | None]:
+        """What the next request asks: the exact-extension `prompt` (see `chat_prompt`),
+        compacted first when it would not fit the slot (or when `force`d)."""
+        frame = await self._frame()
+        if frame is None:
+            return {"messages": self.chat_messages()}, None
+        assert self.conn is not None
+        n_ctx, n_predict = self.conn.props.n_ctx, self.settings.llm.max_tokens
+        compactor = Compactor(
+            frame, SYSTEM_PROMPT, self._count, self._side_call, n_ctx,
+            reply_reserve(n_ctx, n_predict), min(SUMMARY_TOKENS, n_predict),
+        )  # fmt: skip
+        prompt, compacted = await compactor.prompt_for(self.store, self.session, force=force)
+        return {"prompt": prompt}, compacted
+
+    async def _count(self, prompt: str) -> int:
+        assert self.conn is not None
+        return len(await self.conn.client.tokenize(prompt, add_special=True))
+
+    async def compact(self) -> str | None:
+        """Compact the session's prompt now (the palette's "Compact session"); the notice, or
+        None when there is nothing to summarise."""
+        if self.keeper.conn is None:
+            raise ServerError("the server is not connected yet")
+        if not any(m.role == "assistant" for m in self.session.messages):
+            return None
+        self.session.messages.append(Message(role="user", content=""))  # counts as the new turn
+        try:
+            _content, compacted = await self._content(force=True)
+        finally:
+            self.session.messages.pop()
+        return None if compacted is None else compacted.text
+
+    async def _attempt(
+        self, slot: int, got: _Flag, content: dict[str, Any]
+    ) -> AsyncGenerator[ReplyEvent, None]:
         """One request on `slot`: gate, stream with the first-token watch, progress, record."""
         gate, totals = self.keeper.gate, self.keeper.live_totals
         assert gate is not None
@@ -289,7 +347,7 @@ class LocalBackend:
             first: float | None = None
             tracker = ProgressTracker()
             try:
-                async with aclosing(self._open_stream(self._body(lease.slot))) as events:
+                async with aclosing(self._open_stream(self._body(lease.slot, content))) as events:
                     it = events.__aiter__()
                     event = await self._first_event(it, lease.slot)
                     if event is None:
@@ -322,9 +380,9 @@ class LocalBackend:
         config = watch_config(self.settings)
         return await first_event(it, self.conn.client.slots, slot, config, self.clock)
 
-    def _body(self, slot: int) -> dict[str, Any]:
+    def _body(self, slot: int, content: dict[str, Any]) -> dict[str, Any]:
         return {
-            "messages": self.chat_messages(),
+            **content,
             "id_slot": slot,
             "cache_prompt": True,
             "return_progress": True,
@@ -335,9 +393,14 @@ class LocalBackend:
     # --- side calls ----------------------------------------------------------------------------
 
     async def make_title(self) -> str | None:
-        """Title the session with a short side call on the side-call slot (never the session's
-        own, unless the pool has one slot); saves the session. None when there is nothing to
-        title from or the model said nothing usable."""
+        """The title side call, queued behind the session's turns (see `reply`)."""
+        return await self.side_calls.submit(self._make_title)
+
+    async def _make_title(self) -> str | None:
+        """Title the session with a side call that costs no session its cache (`titles.py`): a
+        continuation of its own prompt where prefix reuse is `full`, else a slot no session
+        holds; saves the session. None when there is nothing to title from, no such slot, or
+        the model said nothing usable."""
         keeper, gate = self.keeper, self.keeper.gate
         if keeper.conn is None or gate is None:
             raise ServerError("the server is not connected yet")
@@ -345,20 +408,44 @@ class LocalBackend:
         first = next((m.content for m in session.messages if m.role == "user"), "")
         if not first.strip():
             return None
-        own = keeper.pool.pins.get(session.id)
-        side = keeper.pool.side_call_slot(busy=gate.held, avoid=() if own is None else (own,))
-        body = {
-            "messages": title_messages(first),
-            "cache_prompt": True,
-            "n_predict": TITLE_TOKENS,
-            "temperature": 0.0,
-        }
+        slot = self._title_slot()
+        if slot is None:
+            slot = self.keeper.side_slot_for(free_only=True)
+        if slot is None:  # every slot holds a session: a title is not worth evicting one
+            return None
+        raw = await self._side_call(await self._title_body(first), slot=slot)
+        title = clean_title(raw)
+        if not title:
+            return None
+        session.title = title
+        self._save()
+        return title
+
+    def _title_slot(self) -> int | None:
+        assert self.conn is not None
+        return continuation_slot(self.conn, self.pool.pins.get(self.session.id))
+
+    async def _title_body(self, first: str) -> dict[str, Any]:
+        frame = await self._frame()
+        if frame is None or self._title_slot() is None:
+            return title_body(None, first, [], None, SYSTEM_PROMPT)
+        summary = load_summary(self.store, self.session.id)
+        return title_body(frame, first, self.session.messages, summary, SYSTEM_PROMPT)
+
+    async def _side_call(self, body: dict[str, Any], slot: int | None = None) -> str:
+        """One side call (title, summary); its text. `slot` None: a slot no session holds
+        (`SlotKeeper.side_slot_for`), else the one named (the session's own, for a title that
+        continues its prompt)."""
+        gate = self.keeper.gate
+        assert gate is not None
+        side = self.keeper.side_slot_for() if slot is None else slot
+        assert side is not None
         pieces: list[str] = []
-        keeper.side_slot = side if side >= 0 else None
         async with gate.hold(side) as lease:
             started = self.clock.now()
             first_at: float | None = None
-            async with aclosing(self._open_stream({**body, "id_slot": lease.slot})) as events:
+            request = {**body, "cache_prompt": True, "id_slot": lease.slot}
+            async with aclosing(self._open_stream(request)) as events:
                 async for event in events:
                     if isinstance(event, TextDelta):
                         first_at = self.clock.now() if first_at is None else first_at
@@ -366,19 +453,15 @@ class LocalBackend:
                     elif isinstance(event, StreamEnd):
                         ttft = ((first_at or self.clock.now()) - started) * 1000
                         self._record_request(event, ttft, side=True)
-        title = clean_title("".join(pieces))
-        if not title:
-            return None
-        session.title = title
-        self._save()
-        return title
+        return "".join(pieces)
 
     # --- records -------------------------------------------------------------------------------
 
     def _record_request(self, end: StreamEnd, ttft_ms: float, *, side: bool = False) -> None:
+        t = end.timings
         if not side:
             self.keeper.pin_answer(end.id_slot)
-        t = end.timings
+            self.keeper.measured_prompt(t.prompt_n, t.prompt_per_second)
         self.session.record_request(
             id_slot=end.id_slot,
             prompt_n=t.prompt_n,
@@ -390,37 +473,9 @@ class LocalBackend:
         )
         endpoint_turns.after_request(self, end, side=side)  # issue 14: endpoint, moved_from
 
-    def _cost_note(self) -> str:
-        own = [r for r in self.session.requests if not r.side_call]
-        if not own:
-            return ""
-        last = own[-1]
-        total = last.prompt_n + last.cache_n
-        cached = f"{last.cache_n:,} of {total:,} prompt tokens cached"
-        resume = self.keeper.take_resume()
-        if resume is not None:
-            how = {"same": "", "restored": " (restored from disk)", "cold": " cold"}[resume.kind]
-            why = f" ({resume.reason})" if resume.reason else ""
-            return (
-                f"resumed{how} on slot {last.id_slot}{why} · {cached} · {last.ttft_ms / 1000:.1f} s"
-            )
-        return (
-            f"slot {last.id_slot} · {cached} · first token {last.ttft_ms / 1000:.1f} s · "
-            f"{last.predicted_per_second:.0f} tok/s"
-        )
-
     def _finish_turn(self, answer: str, outcome: Outcome, detail: str) -> None:
         self.session.end_turn(outcome, answer, detail, self.wall_clock)
         self._save()
 
     def _save(self) -> None:
         self.save_error = self.store.try_save(self.session)
-
-
-def context_full_message(exc: ContextExceeded) -> str:
-    """What to do when a session no longer fits its slot (the server refuses, nothing is lost)."""
-    return (
-        f"this session no longer fits the slot: {exc.n_prompt_tokens:,} prompt tokens for a "
-        f"{exc.n_ctx:,}-token context. Your message is saved; start a new session (Ctrl+N) or "
-        "launch with fewer slots or a larger context (F2)"
-    )

@@ -39,6 +39,7 @@ from fusion_tui.slots.archive import (
 )
 from fusion_tui.slots.gate import SlotGate, slots_busy_probe
 from fusion_tui.slots.pins import SlotPool
+from fusion_tui.slots.room import SlotLedger, choose_victim, restore_is_cheaper
 
 
 @dataclass
@@ -68,6 +69,17 @@ class SlotKeeper:
         """Prompt length of the request in flight per slot."""
         self.resume: ResumeState | None = None
         self._resume_checked = False
+        self.ledger: SlotLedger | None = None
+        """Which session each slot of the launch holds, shared by every process."""
+        self.notes: list[str] = []
+        """What the slot policy did for the next request (saved to make room, restored)."""
+        self.restore_rate: float | None = None
+        """Measured bytes per second of a slot restore."""
+        self._titles: dict[str, str] = {}
+        self._local: set[str] = set()
+        """Sessions this keeper has sent for (the `exclusive` check)."""
+        self.prompt_rate: float | None = None
+        """Measured prompt tokens per second (the largest recent prompt's)."""
 
     # --- the connection ------------------------------------------------------------------------
 
@@ -77,9 +89,21 @@ class SlotKeeper:
         props = conn.props
         self.pool.update(props.total_slots, props.model_path, conn.launch_id)
         self.gate = SlotGate(
-            lambda: self.pool.total_slots, busy_probe=slots_busy_probe(conn.client.slots)
+            lambda: self.pool.total_slots,
+            busy_probe=slots_busy_probe(conn.client.slots),
+            exclusive=self.exclusive,
         )
         self.archive = archive_for(conn, self.archive_max_bytes)
+        self.ledger = SlotLedger(self.archive.folder) if self.archive is not None else None
+
+    def exclusive(self) -> bool:
+        """Only this process sends to the server: it launched the daemon, and the shared ledger
+        names no session this keeper has not had (then the gate skips its `/slots` busy probe:
+        a held lock proves the slot idle, and the round trip leaves the first-token path)."""
+        conn = self.conn
+        if conn is None or not conn.launched or self.ledger is None:
+            return False
+        return set(self._holders().values()) <= self._local | {self.session.id}
 
     def detach(self) -> Connection | None:
         conn, self.conn = self.conn, None
@@ -148,28 +172,40 @@ class SlotKeeper:
         if self.archive is None:
             return self._cold("this server keeps no saved slots (not a managed launch)")
         try:
-            states = await self.conn.client.slots()
-        except ServerError:
-            states = None
-        slot = choose_restore_slot(
-            states, self.pool.total_slots, pinned=self.pool.pins.values(), held=self.gate.held
-        )
+            self.archive.check(session.id, server_facts(self.conn))
+        except ArchiveRefused as exc:
+            return self._cold(str(exc))
+        slot = await self.room()
+        notes, self.notes = self.notes, []
         if slot is None:
-            return self._cold("no free slot to restore the saved one into")
+            return notes + self._cold("no free slot to restore the saved one into")
+        note = await self._restore_into(slot)
+        return notes + (self._cold(self.resume.reason) if note is None else [note])  # type: ignore[union-attr]
+
+    async def _restore_into(self, slot: int) -> str | None:
+        """Restore the session's saved slot into `slot` and pin it there; the note, or None
+        (then `resume` is cold with the reason)."""
+        assert self.conn is not None and self.gate is not None and self.archive is not None
+        session = self.session
         try:
             async with self.gate.hold(slot):
                 restored = await self.archive.restore(
                     self.conn.client, slot, session.id, server_facts(self.conn)
                 )
         except ArchiveRefused as exc:
-            return self._cold(str(exc))
+            self.resume = ResumeState("cold", reason=str(exc))
+            return None
+        if restored.restore_ms > 0 and restored.tag.n_bytes > 0:
+            self.restore_rate = restored.tag.n_bytes / (restored.restore_ms / 1000)
         self.pool.pin(session.id, slot)
         session.pinned_slot = slot
+        if self.ledger is not None:
+            self.ledger.claim(slot, session.id, self.conn.launch_id)
         self.resume = ResumeState("restored", restored)
-        return [
+        return (
             f"restored the saved slot into slot {slot} ({restored.n_restored:,} tokens in "
             f"{restored.restore_ms / 1000:.1f} s)"
-        ]
+        )
 
     def _cold(self, reason: str) -> list[str]:
         self.resume = ResumeState("cold", reason=reason)
@@ -181,12 +217,111 @@ class SlotKeeper:
         return resume
 
     async def next_slot(self) -> int:
-        """The slot for the session's next request: its pin; a fresh one for its first; else -1."""
+        """The slot for the session's next request: its pin (while no other session took it);
+        for its first, a fresh one, else the least recently used session's slot saved to disk
+        first; for a returning session whose slot was taken, its saved slot restored (when
+        cheaper than reading the prompt again); else -1."""
         session = self.session
         slot = self.pool.slot_for(session.id)
-        if slot < 0 and not any(not r.side_call for r in session.requests):
+        if slot >= 0 and not self._taken(slot):
+            return slot
+        if slot >= 0:
+            self.pool.unpin(session.id)
+        if not any(not r.side_call for r in session.requests):
             slot = await self.fresh_slot()
+            room = await self.room() if slot < 0 else slot
+            return -1 if room is None else room
+        mine = session.pinned_slot
+        if mine is not None and self._taken(mine):
+            restored = await self._restore_returning()
+            if restored is not None:
+                return restored
+        elif mine is not None and self._holders().get(mine) == session.id and self._same_launch():
+            self.pool.pin(session.id, mine)  # the shared ledger says it is still there
+            return mine
+        return -1
+
+    def _same_launch(self) -> bool:
+        return self.session.server is not None and self.session.server.same_server(self.identity())
+
+    def _holders(self) -> dict[int, str]:
+        if self.ledger is None or self.conn is None:
+            return {}
+        return {s: h.session_id for s, h in self.ledger.holders(self.conn.launch_id).items()}
+
+    def _taken(self, slot: int) -> bool:
+        """Another session was answered on `slot` after this one (the shared ledger says)."""
+        holder = self._holders().get(slot)
+        return holder is not None and holder != self.session.id
+
+    async def _restore_returning(self) -> int | None:
+        """Another session took this session's slot: restore its saved slot into a free one
+        (or the least recently used session's, saved first) when that beats a re-read; else
+        the prompt is read again there. None: no slot to be had without evicting blindly."""
+        assert self.conn is not None and self.archive is not None
+        slot = await self.room()
+        if slot is None:
+            return None
+        try:
+            tag = self.archive.check(self.session.id, server_facts(self.conn))
+        except ArchiveRefused as exc:
+            self.notes.append(f"slot {self.session.pinned_slot} now holds another session; {exc}")
+            return slot
+        if not restore_is_cheaper(tag.n_saved, tag.n_bytes, self.restore_rate, self.prompt_rate):
+            self.notes.append("reading the prompt again is cheaper than restoring its saved slot")
+            return slot
+        note = await self._restore_into(slot)
+        if note is not None:
+            self.notes.append(note)
         return slot
+
+    async def room(self) -> int | None:
+        """A slot for the current session that costs no other session its cache: an idle one
+        no session holds, else the least recently used other session's, saved to disk first.
+        None when neither exists (an external server has no saved slots: no eviction)."""
+        if self.conn is None or self.gate is None or self.archive is None:
+            return None
+        try:
+            states = await self.conn.client.slots()
+        except ServerError:
+            states = None
+        holders = self.ledger.holders(self.conn.launch_id) if self.ledger is not None else {}
+        me = self.session.id
+        others = {s for s, h in holders.items() if h.session_id != me}
+        own_pins = set(self.pool.pins.values())
+        taken = own_pins | others | set(self.known_owners())
+        avoid = () if self.side_slot is None else (self.side_slot,)
+        slot = choose_restore_slot(
+            states, self.pool.total_slots, pinned=taken, held=self.gate.held, avoid=avoid
+        )
+        if slot is not None:
+            return slot
+        victim = choose_victim(holders, self.pool.total_slots, own_pins | set(self.gate.held), me)
+        if victim is None:
+            return None
+        owner = holders[victim].session_id
+        with anyio.move_on_after(SAVE_DEADLINE):
+            try:
+                async with self.gate.hold(victim):
+                    tag = await self.archive.save(
+                        self.conn.client, victim, owner, server_facts(self.conn)
+                    )
+                self.notes.append(
+                    f"saved slot {victim} ({tag.n_saved:,} tokens of session {owner}) to disk "
+                    "to make room"
+                )
+            except (ServerError, OSError) as exc:
+                self.notes.append(f"could not save slot {victim} before reusing it: {exc}")
+        return victim
+
+    def take_notes(self) -> list[str]:
+        notes, self.notes = self.notes, []
+        return notes
+
+    def measured_prompt(self, prompt_n: int, tok_per_s: float) -> None:
+        """A prompt's evaluation speed (only prompts long enough to say something count)."""
+        if prompt_n >= 64 and tok_per_s > 0:
+            self.prompt_rate = tok_per_s
 
     async def fresh_slot(self) -> int:
         """An empty slot no known session holds, for a brand-new session; else -1."""
@@ -196,11 +331,30 @@ class SlotKeeper:
         except ServerError:
             return -1
         taken = set(self.pool.pins.values()) | set(self.gate.held)
-        taken |= set(self.known_owners())
+        taken |= set(self.known_owners()) | set(self._holders())
         if self.side_slot is not None:
             taken.add(self.side_slot)
         slot = choose_fresh_slot(states, self.pool.total_slots, taken)
         return -1 if slot is None else slot
+
+    def side_slot_for(self, *, free_only: bool = False) -> int | None:
+        """The slot for a side call (title, summary): one no known session holds (pins of this
+        process, sessions stored for this launch, requests in flight), the previous side slot
+        first; else (unless `free_only`: then None) the pool's choice, never the session's own
+        while another exists."""
+        assert self.gate is not None
+        own = self.pool.pins.get(self.session.id)
+        taken = set(self.pool.pins.values()) | set(self.known_owners()) | set(self.gate.held)
+        free = [s for s in range(self.pool.total_slots) if s not in taken]
+        if free:
+            slot = self.side_slot if self.side_slot in free else max(free)
+        elif free_only:
+            return None
+        else:
+            avoid = () if own is None else (own,)
+            slot = self.pool.side_call_slot(busy=self.gate.held, avoid=avoid)
+        self.side_slot = slot if slot >= 0 and slot != own else None
+        return slot
 
     def pin_answer(self, id_slot: int) -> None:
         """The server answered the session on `id_slot`: pin it there."""
@@ -208,6 +362,9 @@ class SlotKeeper:
         self.pool.pin(session.id, id_slot)
         session.pinned_slot = self.pool.pins.get(session.id)
         session.server = self.identity()
+        self._local.add(session.id)
+        if self.ledger is not None and session.pinned_slot is not None and self.conn is not None:
+            self.ledger.claim(session.pinned_slot, session.id, self.conn.launch_id)
 
     # --- SlotView ------------------------------------------------------------------------------
 
@@ -217,12 +374,34 @@ class SlotKeeper:
         return await self.conn.client.slots()
 
     def slot_owners(self) -> dict[int, str]:
-        """Slot id → who holds it, for the slot map: this session's title, or "side"."""
-        owners = {} if self.side_slot is None else {self.side_slot: "side"}
+        """Slot id → who holds it, for the slot map: this session's title, another session's
+        (the shared ledger), or "side"."""
+        holders = self._holders()
+        owners = {s: self._title(sid) for s, sid in holders.items() if sid != self.session.id}
+        if self.side_slot is not None:
+            owners[self.side_slot] = "side"
         slot = self.pool.pins.get(self.session.id)
-        if slot is not None:
+        if slot is not None and holders.get(slot, self.session.id) == self.session.id:
             owners[slot] = self.session.title or "this session"
         return owners
+
+    def sessions_on_disk(self) -> list[str]:
+        """Titles of sessions with a saved slot that no slot holds now, newest first."""
+        if self.archive is None:
+            return []
+        in_slot = set(self._holders().values()) | {self.session.id}
+        ids = [sid for sid, _t, _b in reversed(self.archive.entries()) if sid not in in_slot]
+        return [self._title(sid) for sid in ids[:8]]
+
+    def _title(self, session_id: str) -> str:
+        title = self._titles.get(session_id)
+        if title is None:
+            try:
+                title = self.store.load(session_id).title or session_id
+            except (SessionStoreError, ValueError):
+                title = session_id
+            self._titles[session_id] = title
+        return title
 
     def prompt_totals(self) -> dict[int, int]:
         return dict(self.live_totals)

@@ -1,13 +1,22 @@
 """Provides the session-title side call's prompt and the cleanup of what the model answers.
 
-Kept cheap on purpose: only the first user message (cut to `TITLE_INPUT_CHARS`) is sent, with a
-short `n_predict`, so the call costs a few hundred prompt tokens on the side slot, never a re-read
-of the session.
+Kept cheap on purpose. Where the model's prefix reuse is `full`, the title is asked as a
+continuation of the session's own cached prompt on its own slot (`TITLE_ASK` after the answer):
+a few dozen new tokens, no other slot touched, and the next turn still reuses the whole prompt
+and answer (it diverges only after them). Elsewhere only the first user message (cut to
+`TITLE_INPUT_CHARS`) is sent on a slot no session holds, with a short `n_predict`.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from typing import Any
+
+from fusion_tui.agent.prompt import TemplateFrame
+from fusion_tui.chat.chat_prompt import ChatSummary, chat_prompt
+from fusion_tui.runtime import Connection
+from fusion_tui.sessions.model import Message
 
 TITLE_TOKENS = 16
 TITLE_INPUT_CHARS = 600
@@ -16,6 +25,13 @@ TITLE_SYSTEM = (
     "You name chat sessions. Answer with a title of at most six words for the user's request. "
     "No quotes, no punctuation at the end, nothing else."
 )
+
+
+TITLE_ASK = (
+    "Name this conversation so far with a title of at most six words. "
+    "No quotes, no punctuation at the end, nothing else."
+)
+"""The title question asked as a continuation of the session's own cached prompt."""
 
 
 def title_messages(first_user_message: str) -> list[dict[str, str]]:
@@ -33,3 +49,28 @@ def clean_title(raw: str) -> str:
     if len(line) > TITLE_MAX_CHARS:
         line = line[:TITLE_MAX_CHARS].rsplit(" ", 1)[0] or line[:TITLE_MAX_CHARS]
     return line
+
+
+def continuation_slot(conn: Connection, own: int | None) -> int | None:
+    """The session's own slot when a title can continue its cached prompt (the launch's fit says
+    prefix reuse `full`; unknown counts as not); None: a side slot."""
+    fit = conn.record.fit if conn.record is not None else None
+    if own is None or not isinstance(fit, dict) or fit.get("prefix_reuse") != "full":
+        return None
+    return own
+
+
+def title_body(
+    frame: TemplateFrame | None,
+    first: str,
+    messages: Sequence[Message],
+    summary: ChatSummary | None,
+    system: str,
+) -> dict[str, Any]:
+    """The title request: the session's own prompt + `TITLE_ASK` (a continuation) with a frame,
+    else the short stand-alone messages."""
+    if frame is None:
+        return {"messages": title_messages(first), "n_predict": TITLE_TOKENS, "temperature": 0}
+    asked = [*messages, Message(role="user", content=TITLE_ASK)]
+    prompt = chat_prompt(frame, system, asked, summary)
+    return {"prompt": prompt, "n_predict": TITLE_TOKENS, "temperature": 0.0}

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from fusion_tui import __version__
 from fusion_tui.cli import (
     app,
+    chat,
     config,
     doctor,
     inspect,
@@ -46,6 +47,7 @@ COMMANDS: dict[str, Command] = {
     "inspect": inspect,
     "sessions": sessions,
     "run": run,
+    "chat": chat,
     "serve": serve,
     "doctor": doctor,
 }

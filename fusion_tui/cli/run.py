@@ -16,30 +16,15 @@ Exit codes: 0 completed, 1 any other outcome (`stuck`, `no_answer`, ...; or the 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 from collections.abc import Callable
-from typing import Any, TextIO
 
 import anyio
 
 from fusion_tui.agent.approval import HeadlessApprover
 from fusion_tui.agent.endpoint_run import EndpointRun, place_run
-from fusion_tui.agent.events import (
-    AgentEvent,
-    Compacted,
-    PromptProgressed,
-    RepeatBlocked,
-    RequestDone,
-    StepFailed,
-    StepStarted,
-    ToolFinished,
-    WorkerEvent,
-    to_json_line,
-    tool_error,
-)
 from fusion_tui.agent.prompt import TemplateProbeError
 from fusion_tui.agent.session_run import (
     AgentHost,
@@ -48,15 +33,16 @@ from fusion_tui.agent.session_run import (
     open_session,
 )
 from fusion_tui.agent.tools.workspace import ToolError, Workspace
+from fusion_tui.chat.slot_keeper import SlotKeeper
 from fusion_tui.cli.common import Context, Subparsers, positive
+from fusion_tui.cli.printer import Printer
 from fusion_tui.config import Settings
 from fusion_tui.endpoints.session_pins import EndpointPins, wants_endpoints
 from fusion_tui.paths import AppPaths
-from fusion_tui.runtime import Connection, connect, release
+from fusion_tui.runtime import Connection, connect, release, stops_on_exit
 from fusion_tui.server.errors import ServerError
 from fusion_tui.sessions.model import Session, SessionFileError, WallClock
 from fusion_tui.sessions.store import SessionStore, SessionStoreError
-from fusion_tui.status import ServerStatus
 
 
 def register(sub: Subparsers) -> None:
@@ -127,7 +113,8 @@ async def run_task_command(
     session, workspace, task = prepare(args, store)
     if seen is not None:  # what a stop signal must save and report (run_stop.py)
         seen(store, session, str(workspace.root))
-    out = Printer(json_mode=bool(args.json))
+    out = Printer(json_mode=bool(args.json), prog="fusion-tui run")
+    keeper = SlotKeeper(store, session)  # the one slot policy of every path
     conn: Connection | None = None
     pins = EndpointPins(settings) if wants_endpoints(settings) else None  # issue 14
     try:
@@ -139,10 +126,14 @@ async def run_task_command(
             else:  # several endpoints: the session's endpoint (a move is said on stderr)
                 conn = await pins.connect(connect, settings, paths, out.status, model=model)
                 route = await place_run(pins, conn, session, out.note)
+            keeper.attach(conn)
             idle = settings.local_models.request_timeout_ms / 1000
+            # the keeper's pool and gate are the managed server's: another endpoint has its own
             host = await AgentHost.open(
-                conn if route is None else route.conn, idle_timeout=idle,
-                configured_workers=settings.llm.run_mode.fusion.workers,
+                conn if route is None else route.conn,
+                pool=keeper.pool if route is None else None,
+                gate=keeper.gate if route is None else None,
+                idle_timeout=idle, configured_workers=settings.llm.run_mode.fusion.workers,
             )  # fmt: skip
             if pins is not None and route is not None:
                 host.routing = EndpointRun(pins, route, session.id, out.note)
@@ -156,8 +147,9 @@ async def run_task_command(
         )
         approver = HeadlessApprover(yes=bool(args.yes), allow_shell=tuple(args.allow_shell))
         runner = SessionRunner(
-            host, store, session, workspace=workspace, approver=approver, config=config
-        )
+            host, store, session, workspace=workspace, approver=approver, config=config,
+            slots=keeper,
+        )  # fmt: skip
         report = await runner.run(task, on_event=out.event)
         if report.save_error:
             out.error(f"the session was not saved: {report.save_error}")
@@ -170,7 +162,14 @@ async def run_task_command(
         with anyio.CancelScope(shield=True):
             try:
                 if conn is not None:
-                    await release(settings, paths, conn)
+                    try:
+                        if keeper.conn is not None:
+                            await keeper.leave()  # the session's slot saved for a warm resume
+                            if stops_on_exit(settings, conn):
+                                await keeper.save_others()
+                    finally:
+                        keeper.detach()
+                        await release(settings, paths, conn)
             finally:
                 if pins is not None:
                     await pins.aclose()
@@ -190,105 +189,3 @@ def save_failed_turn(
     problem = store.try_save(session)
     if problem:
         print(f"fusion-tui run: the session was not saved: {problem}", file=sys.stderr)
-
-
-class Printer:
-    """JSON lines on stdout, or readable progress on stderr and the summary on stdout."""
-
-    def __init__(
-        self, *, json_mode: bool, stdout: TextIO | None = None, stderr: TextIO | None = None
-    ) -> None:
-        self.json_mode = json_mode
-        self.stdout = stdout or sys.stdout
-        self.stderr = stderr or sys.stderr
-
-    def _line(self, obj: dict[str, Any]) -> None:
-        self.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
-        self.stdout.flush()
-
-    def _say(self, text: str) -> None:
-        self.stderr.write(text + "\n")
-        self.stderr.flush()
-
-    def status(self, status: ServerStatus) -> None:
-        if not self.json_mode:
-            self._say(f"server: {status.summary()}")
-
-    def note(self, text: str) -> None:
-        """Said on stderr in both modes (an endpoint move, a re-pinned slot)."""
-        self._say(f"fusion-tui run: {text}")
-
-    def error(self, text: str) -> None:
-        self._say(f"fusion-tui run: {text.splitlines()[0] if text else 'failed'}")
-
-    def event(self, event: AgentEvent) -> None:
-        prefix = ""
-        if isinstance(event, WorkerEvent):
-            prefix = f"[worker {event.worker}] "
-            event = event.event
-        if self.json_mode:
-            if isinstance(event, RequestDone | ToolFinished):
-                line = to_json_line(event)
-                if line is not None:
-                    self._line(line)
-            elif isinstance(event, PromptProgressed):
-                self._line(
-                    {
-                        "event": "prompt_progress",
-                        "processed": event.processed,
-                        "total": event.total,
-                        "cache": event.cache,
-                    }
-                )
-            return
-        text = describe(event)
-        if text:
-            self._say(prefix + text)
-
-    def outcome(self, outcome: str, session_id: str) -> None:
-        if self.json_mode:
-            self._line({"event": "outcome", "outcome": outcome, "session": session_id})
-        else:
-            self._say(f"outcome: {outcome} · session {session_id}")
-
-    def finish(self, outcome: str, session_id: str, summary: str, steps: int) -> None:
-        if self.json_mode:
-            self.outcome(outcome, session_id)
-            return
-        self._say(f"outcome: {outcome} · {steps} step(s) · session {session_id}")
-        if summary:
-            self.stdout.write(summary.rstrip() + "\n")
-            self.stdout.flush()
-
-
-def describe(event: AgentEvent) -> str:
-    """One readable progress line for an event ("" for those not worth a line)."""
-    if isinstance(event, StepStarted):
-        left = max(0, event.time_left_ms) // 1000
-        return f"step {event.step}/{event.max_steps} · {left // 60}m{left % 60:02d}s left"
-    if isinstance(event, RequestDone):
-        total = event.prompt_n + event.cache_n
-        first = f"{event.ttft_ms / 1000:.1f} s" if event.ttft_ms is not None else "none"
-        ended = "" if event.ended == "ok" else f" · {event.ended}"
-        where = f"{event.endpoint} slot" if event.endpoint else "slot"
-        return (
-            f"  {event.purpose} on {where} {event.id_slot} · {event.cache_n:,} of {total:,} prompt "
-            f"tokens cached · first token {first} · {event.predicted_per_second:.0f} tok/s{ended}"
-        )
-    if isinstance(event, ToolFinished):
-        mark = "ok" if event.ok else "failed"
-        args = json.dumps(event.args, ensure_ascii=False)
-        if len(args) > 80:
-            args = args[:77] + "..."
-        line = f"  {event.name} {args} · {mark} · {event.duration_ms:.0f} ms"
-        if not event.ok:
-            line += f"\n    {tool_error(event)}"
-        return line
-    if isinstance(event, StepFailed):
-        return f"  step {event.step} produced no valid action: {event.error}"
-    if isinstance(event, Compacted):
-        return f"  compacted the transcript: {event.note}"
-    if isinstance(event, RepeatBlocked):
-        verdict = "the task ends stuck" if event.stuck else "not run again"
-        return f"  {event.name} failed {event.failures}× the same way: {verdict}"
-    return ""

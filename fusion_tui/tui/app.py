@@ -219,6 +219,11 @@ class FusionApp(App[None]):
         if main is not None:
             await main.action_new_session()
 
+    def action_compact_session(self) -> None:
+        main = self._main_screen()
+        if main is not None:
+            main.compact_session()
+
     def action_open_sessions(self) -> None:
         main = self._main_screen()
         if main is not None:

@@ -40,6 +40,11 @@ APP_COMMANDS: tuple[AppCommand, ...] = (
         ids.SESSIONS,
     ),
     AppCommand(
+        "Compact session",
+        "Summarise the older turns in the prompt (the chat and the session file keep them)",
+        "compact_session",
+    ),
+    AppCommand(
         "Launch model…",
         "Choose a GGUF, see what fits in memory, start llama-server",
         "open_wizard",

@@ -93,6 +93,9 @@ class ScriptedBackend:
 
     # --- sessions: one in memory, no catalog -----------------------------------------------------
 
+    async def compact(self) -> str | None:
+        return None
+
     async def new_session(self) -> str | None:
         self._history = []
         return None

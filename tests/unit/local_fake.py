@@ -1,6 +1,7 @@
 """Helpers to run `LocalBackend` against the fake llama-server (which serves `/completion` only).
 
-`FakeChatBackend` renders the chat messages into one prompt and streams native `/completion`;
+`FakeChatBackend` renders chat messages (the title call) into one prompt and streams native
+`/completion`; the chat's own turns already send a `prompt`;
 everything else (pins, gate, watch, retry, archive, resume) is the real code. `DiskFake` writes
 saved slots into a folder as the real server does, so the archive's checks see real files.
 """
@@ -53,6 +54,8 @@ def render(messages: list[dict[str, str]]) -> str:
 class FakeChatBackend(LocalBackend):
     def _open_stream(self, body: dict[str, Any]) -> AsyncGenerator[StreamEvent, None]:
         assert self.conn is not None
+        if "messages" not in body:  # the chat's own prompt (the template frame): as it is
+            return super()._open_stream(body)
         native = {k: v for k, v in body.items() if k != "messages"}
         native["prompt"] = render(body["messages"])
         idle = self.settings.local_models.request_timeout_ms / 1000

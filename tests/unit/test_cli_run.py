@@ -164,3 +164,25 @@ def test_an_unreachable_server_exits_1_and_keeps_the_users_words(
     assert "cannot reach" in err
     saved = SessionStore.default(app_home).load(outcome["session"])
     assert saved.messages[0].content == "keep me" and saved.turns[-1].outcome == "error"
+
+
+def test_two_run_sessions_alternate_on_their_own_slots(
+    srv: FakeLlamaServer, ws: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The chat's slot policy on `run` too: B's first task takes an empty slot, not the slot
+    holding A's prompt (which shares the whole stable prefix with B's)."""
+    other = tmp_path / "ws-b"
+    other.mkdir()
+    ids: dict[str, str] = {}
+    slots: dict[str, set[int]] = {"A": set(), "B": set()}
+    for r in range(2):
+        for name, folder in (("A", ws), ("B", other)):
+            srv.script(act("finish", summary=f"{name}{r}"))
+            argv = [f"task {r} of {name}", "--json"]
+            argv += ["--session", ids[name]] if name in ids else ["--workspace", str(folder)]
+            code, out, _ = run(capsys, *argv)
+            assert code == 0
+            events = lines(out)
+            ids[name] = events[-1]["session"]
+            slots[name] |= {e["id_slot"] for e in events if e["event"] == "request"}
+    assert len(slots["A"]) == len(slots["B"]) == 1 and slots["A"] != slots["B"], slots

@@ -15,6 +15,7 @@ from textual.widgets import Footer, Static
 from fusion_tui.chat.backend import Backend, Unavailable
 from fusion_tui.chat.endpoint_view import GroupedSlotView  # several endpoints (issue 14)
 from fusion_tui.chat.events import (
+    Compacted,
     LiveStep,  # agent mode: the step in progress
     Notice,
     Progress,  # prompt progress bar (chat.local)
@@ -25,6 +26,7 @@ from fusion_tui.chat.events import (
     ToolBlock,  # agent mode: tool-call blocks
     TurnEndpoint,  # several endpoints (issue 14)
 )
+from fusion_tui.server.errors import ServerError
 from fusion_tui.status import ServerStatus, turn_summary
 from fusion_tui.tui.bindings import MAIN_SCREEN_BINDINGS
 from fusion_tui.tui.notices import notify_server_crashed, notify_server_ready
@@ -160,7 +162,11 @@ class MainScreen(Screen[None]):
         if self.query(SlotMap):
             return
         slot_map: SlotMap = SlotMap(
-            view.slots, view.slot_owners, prompt_totals_fn=view.prompt_totals, id="slots"
+            view.slots,
+            view.slot_owners,
+            prompt_totals_fn=view.prompt_totals,
+            on_disk_fn=view.sessions_on_disk,
+            id="slots",
         )
         if isinstance(view, GroupedSlotView):  # issue 14: slots grouped by endpoint
             slot_map = EndpointSlotMap(
@@ -227,6 +233,20 @@ class MainScreen(Screen[None]):
     async def make_title(self) -> None:
         """A side call (on the reserved slot) names the session after its first turn."""
         await self.backend.make_title()
+
+    @work(group="compact", exclusive=True, exit_on_error=False)
+    async def compact_session(self) -> None:
+        """The palette's "Compact session": older turns summarised in the prompt (a side call);
+        the chat keeps every message."""
+        if self.reply_running:
+            self.app.notify("A reply is streaming; compact after it ends.")
+            return
+        try:
+            note = await self.backend.compact()
+        except ServerError as exc:  # Unavailable included
+            self.app.notify(str(exc), markup=False)
+            return
+        self.app.notify(note or "Nothing to compact yet.", markup=False)
 
     async def action_new_session(self) -> None:
         """Start a fresh session; the current one stays saved (and its slot warm)."""
@@ -322,6 +342,8 @@ class MainScreen(Screen[None]):
                         status.activity = progress_text(event)
                     elif isinstance(event, Notice):
                         status.activity = event.text
+                        if isinstance(event, Compacted):
+                            self.app.notify(event.text, markup=False)
                     elif isinstance(event, StreamEnd):
                         measured = True
                         status.turn_finished(

@@ -232,6 +232,7 @@ class SlotMap(Vertical):
         owners_fn: OwnersFn | None = None,
         *,
         prompt_totals_fn: TotalsFn | None = None,
+        on_disk_fn: Callable[[], Sequence[str]] | None = None,
         poll_interval: float | None = 1.0,
         deadline: float = 3.0,
         clock: Callable[[], float] = time.monotonic,
@@ -245,6 +246,8 @@ class SlotMap(Vertical):
         self._slots_fn = slots_fn
         self._owners_fn = owners_fn or dict
         self._totals_fn = prompt_totals_fn
+        self._on_disk_fn = on_disk_fn
+        """Sessions whose slot is saved on disk, not in a slot (more sessions than slots)."""
         self.poll_interval = poll_interval
         self.deadline = deadline
         self._clock = clock
@@ -364,7 +367,11 @@ class SlotMap(Vertical):
     def _draw(self) -> None:
         if not self.is_mounted:
             return
-        self.query_one("#slot-head", Static).update(status_line(self.rows, self.status))
+        head = status_line(self.rows, self.status)
+        on_disk = self._on_disk_fn() if self._on_disk_fn is not None else ()
+        if on_disk:
+            head += f"\non disk: {', '.join(on_disk)}"
+        self.query_one("#slot-head", Static).update(head)
         self.query_one("#slot-summary", Static).update(summary_line(self.rows, self.status))
         options = self.query_one("#slot-list", OptionList)
         ids = [f"slot-{row.reading.id}" for row in self.rows]

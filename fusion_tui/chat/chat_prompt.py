@@ -1,0 +1,74 @@
+"""Provides the plain chat's prompt: the model's template frame with the transcript concatenated.
+
+Why not `/v1/chat/completions` with messages: the server re-renders the whole history through the
+chat template on every request, and a template that trims or rewrites content (or a degenerate
+answer cut at `maxTokens` that tokenizes differently once rendered) changes bytes the slot already
+holds, so a restored or pinned slot is re-read from that point (seen: 53 of 1,088 tokens reused).
+With the frame probed once per daemon (`agent.session_run.template_frame`) and our text placed
+between its pieces, every request's prompt is the previous prompt, plus the model's own answer,
+plus the new user text: an exact extension, as the agent's packer does.
+
+A compaction (`ChatSummary`) replaces the first `covers` messages of the prompt by a summary in
+the system message; the session keeps every message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from fusion_tui.agent.prompt import TemplateFrame
+from fusion_tui.sessions.model import Message
+
+SUMMARY_HEADER = "### the conversation so far (a summary of the earlier turns)"
+
+
+@dataclass(frozen=True)
+class ChatSummary:
+    """The first `covers` chat messages, summarised (`text`)."""
+
+    text: str
+    covers: int
+
+
+def chat_turns(messages: Sequence[Message]) -> list[Message]:
+    """The messages a chat prompt is made of: user and assistant turns (empty ones included, so
+    a failed turn's user text still gets the empty answer the slot saw)."""
+    return [m for m in messages if m.role in ("user", "assistant")]
+
+
+def system_text(system: str, summary: ChatSummary | None) -> str:
+    if summary is None or not summary.text.strip():
+        return system
+    return f"{system}\n\n{SUMMARY_HEADER}\n{summary.text.strip()}"
+
+
+def chat_prompt(
+    frame: TemplateFrame,
+    system: str,
+    messages: Sequence[Message],
+    summary: ChatSummary | None = None,
+) -> str:
+    """The prompt for the next answer: the frame around the system text and each turn, ending
+    with the generation prompt. Two user messages in a row (a turn that got no answer) get the
+    empty answer between them, which is what the slot holds after such a turn."""
+    turns = chat_turns(messages)[summary.covers if summary is not None else 0 :]
+    while turns and turns[0].role == "assistant":  # a summary boundary inside a turn
+        turns = turns[1:]
+    text = frame.start + system_text(system, summary) + frame.system_to_user
+    last = None
+    for m in turns:
+        if m.role == "user":
+            if last == "assistant":
+                text += frame.assistant_to_user
+            elif last == "user":
+                text += frame.user_to_assistant + frame.assistant_to_user
+            text += m.content
+        else:
+            if last == "assistant":  # never written by end_turn; keep alternation anyway
+                text += frame.assistant_to_user
+            text += frame.user_to_assistant + m.content
+        last = m.role
+    if last != "user":
+        raise ValueError("the last chat message is not the user's; nothing to answer")
+    return text + frame.user_to_assistant

@@ -1,0 +1,201 @@
+"""Provides the plain chat's compaction: older turns summarised when the prompt outgrows the slot.
+
+Before a request, the prompt is counted with the server's own tokenizer (`/tokenize`; skipped
+while its byte length plus the reply budget cannot reach the slot's context, since a token is at
+least one byte). When it would not fit, the turns before a recent tail are summarised by a side
+call (on the side-call slot, never the session's) and replaced in the prompt by that summary
+(`ChatSummary`, in the system text). The session keeps every message; the summary and how many
+messages it covers live beside the session file (`<sessions>/chat/<id>.json`), so a resumed
+session sends the same prompt.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fusion_tui.agent.prompt import TemplateFrame
+from fusion_tui.atomic import atomic_write
+from fusion_tui.chat.chat_prompt import ChatSummary, chat_prompt, chat_turns
+from fusion_tui.chat.events import Compacted
+from fusion_tui.sessions.model import Message, Session
+from fusion_tui.sessions.store import SessionStore
+
+SUMMARY_TOKENS = 320
+"""`n_predict` of the summary side call (at most `llm.maxTokens`)."""
+KEEP_SHARE = 0.25
+"""After a compaction the recent turns kept verbatim take at most this share of the context."""
+SUMMARY_SYSTEM = (
+    "You summarise conversations between a user and a coding assistant so the conversation can "
+    "go on without them. Keep facts, names, code identifiers, decisions and open questions. "
+    "Write plain prose, at most 200 words."
+)
+Counter = Callable[[str], Awaitable[int]]
+"""Tokens of a prompt as the server counts them."""
+SideCall = Callable[[dict[str, Any]], Awaitable[str]]
+"""A side call's body (`prompt`, `n_predict`, ...) → the text it answered."""
+
+
+def summary_path(store: SessionStore, session_id: str) -> Path:
+    return store.path_for(session_id).parent / "chat" / f"{session_id}.json"
+
+
+def load_summary(store: SessionStore, session_id: str) -> ChatSummary | None:
+    """The session's compaction, None when it has none (a damaged file counts as none: the
+    next compaction rewrites it, and the session file is never touched)."""
+    try:
+        data = json.loads(summary_path(store, session_id).read_text("utf-8"))
+        return ChatSummary(str(data["summary"]), int(data["covers"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def save_summary(store: SessionStore, session_id: str, summary: ChatSummary) -> None:
+    path = summary_path(store, session_id)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    data = {"summary": summary.text, "covers": summary.covers}
+    atomic_write(path, json.dumps(data, ensure_ascii=False).encode("utf-8"))
+
+
+def reply_reserve(n_ctx: int, n_predict: int) -> int:
+    """Context kept free for the answer."""
+    return max(16, min(n_predict, n_ctx // 4))
+
+
+async def fits(prompt: str, n_ctx: int, reserve: int, count: Counter) -> tuple[bool, int]:
+    """Whether `prompt` plus the answer fits the slot, and its token count (the byte length as
+    an upper bound when counting was not needed)."""
+    bound = len(prompt.encode("utf-8")) + 1
+    if bound + reserve <= n_ctx:
+        return True, bound
+    tokens = await count(prompt)
+    return tokens + reserve <= n_ctx, tokens
+
+
+def split_for(messages: Sequence[Message], covers: int, keep_bytes: int) -> int:
+    """How many chat messages to cover so that the rest (starting at a user message, ending with
+    the newest one) is at most `keep_bytes`; never fewer than `covers` already summarised and
+    never the newest user message."""
+    turns = chat_turns(messages)
+    starts = [i for i, m in enumerate(turns) if m.role == "user" and i >= covers]
+    if not starts:
+        return covers
+    best = starts[-1]
+    for i in reversed(starts):
+        if sum(len(m.content.encode("utf-8")) + 32 for m in turns[i:]) > keep_bytes:
+            break
+        best = i
+    if best == covers and len(starts) > 1:  # something must go, or nothing changes
+        best = starts[1]
+    return best
+
+
+def covered_turns(messages: Sequence[Message], start: int, end: int) -> int:
+    """User turns among chat messages `start:end` (for the notice)."""
+    return sum(1 for m in chat_turns(messages)[start:end] if m.role == "user")
+
+
+def summary_prompt(
+    frame: TemplateFrame,
+    previous: ChatSummary | None,
+    messages: Sequence[Message],
+    start: int,
+    end: int,
+    max_chars: int | None = None,
+) -> str:
+    """The side call's prompt: the earlier summary and the turns `start:end`, as a transcript
+    (its oldest part cut to `max_chars` when it would not fit the side slot)."""
+    lines = []
+    for m in chat_turns(messages)[start:end]:
+        who = "User" if m.role == "user" else "Assistant"
+        lines.append(f"{who}: {m.content.strip()}")
+    transcript = "\n\n".join(lines)
+    if previous is not None and previous.text.strip():
+        transcript = f"Summary of what came before:\n{previous.text.strip()}\n\n{transcript}"
+    if max_chars is not None and len(transcript) > max_chars:
+        transcript = "…" + transcript[-max_chars:]
+    ask = f"Summarise this conversation:\n\n{transcript}"
+    return (
+        frame.start
+        + SUMMARY_SYSTEM
+        + frame.system_to_user
+        + ask
+        + frame.user_to_assistant
+        + "Summary:"
+    )
+
+
+@dataclass
+class Compactor:
+    """One request's prompt for a chat session, compacted when it would not fit the slot."""
+
+    frame: TemplateFrame
+    system: str
+    count: Counter
+    side_call: SideCall
+    n_ctx: int
+    reserve: int
+    summary_tokens: int = SUMMARY_TOKENS
+
+    async def prompt_for(
+        self, store: SessionStore, session: Session, *, force: bool = False
+    ) -> tuple[str, Compacted | None]:
+        """The prompt (with the session's summary), and the compaction it took, if any."""
+        summary = load_summary(store, session.id)
+        prompt = chat_prompt(self.frame, self.system, session.messages, summary)
+        ok, before = await fits(prompt, self.n_ctx, self.reserve, self.count)
+        if ok and not force:
+            return prompt, None
+        if force:
+            before = await self.count(prompt)
+        done = await self._compact(session.messages, summary, before, force)
+        if done is None:
+            return prompt, None
+        summary, after, turns = done
+        save_summary(store, session.id, summary)
+        prompt = chat_prompt(self.frame, self.system, session.messages, summary)
+        plural = "" if turns == 1 else "s"
+        note = f"compacted {turns} turn{plural} into a summary · {before:,} → {after:,} tokens"
+        return prompt, Compacted(note, turns=turns, before=before, after=after)
+
+    async def _compact(
+        self, messages: list[Message], summary: ChatSummary | None, before: int, force: bool
+    ) -> tuple[ChatSummary, int, int] | None:
+        """Summarise older turns until the prompt fits: (summary, tokens after, turns covered);
+        None when there is nothing left to summarise."""
+        covers = first = summary.covers if summary is not None else 0
+        total_bytes = max(1, sum(len(m.content.encode()) + 32 for m in chat_turns(messages)))
+        per_byte = min(1.0, before / total_bytes)
+        keep = 0 if force else int(self.n_ctx * KEEP_SHARE / max(per_byte, 0.05))
+        after = before
+        for _ in range(3):
+            end = split_for(messages, covers, keep)
+            if end <= covers:
+                break
+            text = await self._summarise(messages, summary, covers, end)
+            summary, covers = ChatSummary(text, end), end
+            after = await self.count(chat_prompt(self.frame, self.system, messages, summary))
+            if after + self.reserve <= self.n_ctx or force:
+                break
+            keep //= 2
+        if summary is None or covers == first:
+            return None
+        return summary, after, covered_turns(messages, first, covers)
+
+    async def _summarise(
+        self, messages: list[Message], previous: ChatSummary | None, start: int, end: int
+    ) -> str:
+        """The summary side call; the transcript cut to fit the side slot."""
+        prompt = summary_prompt(self.frame, previous, messages, start, end)
+        budget = self.n_ctx - self.summary_tokens - 8
+        for _ in range(3):
+            n = await self.count(prompt)
+            if n <= budget:
+                break
+            chars = int(len(prompt) * budget / n * 0.9)
+            prompt = summary_prompt(self.frame, previous, messages, start, end, max_chars=chars)
+        body = {"prompt": prompt, "n_predict": self.summary_tokens, "temperature": 0.0}
+        return (await self.side_call(body)).strip()

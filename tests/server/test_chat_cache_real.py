@@ -1,0 +1,134 @@
+"""The plain chat's cache economy on the real server (SmolLM2, 2 slots × 2,048, one launch for
+the module): a degenerate answer cut at maxTokens is reused whole by the next turn."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fusion_tui.chat.events import ReplyDone, ReplyEvent
+from fusion_tui.chat.local import LocalBackend
+from fusion_tui.paths import AppPaths
+from fusion_tui.sessions.model import RequestRecord
+from tests.server.real_backend import RealServer
+
+pytestmark = pytest.mark.server
+
+
+@pytest.fixture(scope="module")
+def server(
+    tmp_path_factory: pytest.TempPathFactory, llama_server_bin: Path, demo_model: Path
+) -> Iterator[RealServer]:
+    home = tmp_path_factory.mktemp("chat-cache-home")
+    paths = AppPaths.default(env={"FUSION_TUI_HOME": str(home)})
+    srv = RealServer(paths, llama_server_bin, demo_model, parallel=2, ctx=4096)
+    try:
+        asyncio.run(srv.start())
+        yield srv
+    finally:
+        asyncio.run(srv.stop())
+
+
+async def backend(srv: RealServer, max_tokens: int = 12, **kw: Any) -> LocalBackend:
+    b = LocalBackend(srv.settings(max_tokens), srv.paths, connector=srv.connector(), **kw)
+    await b.start(lambda _s: None)
+    return b
+
+
+async def turn(b: LocalBackend, text: str) -> list[ReplyEvent]:
+    events = [e async for e in b.reply(text)]
+    last = events[-1]
+    assert isinstance(last, ReplyDone) and last.outcome == "completed", last
+    return events
+
+
+def own(b: LocalBackend) -> list[RequestRecord]:
+    return [r for r in b.session.requests if not r.side_call]
+
+
+async def test_a_degenerate_answer_cut_at_max_tokens_is_reused_whole(server: RealServer) -> None:
+    b = await backend(server, max_tokens=48)
+    await turn(b, "Write the word ava, separated by commas, two hundred times: ava, ava, ava,")
+    answer = b.session.messages[-1].content
+    assert answer.lower().count("ava") >= 5, answer  # the degenerate, cut answer this is about
+    first = own(b)[-1]
+    await turn(b, "Thanks.")
+    second = own(b)[-1]
+    await b.close()
+    assert second.id_slot == first.id_slot
+    # everything the slot held (prompt + the answer's tokens, the last one not yet evaluated)
+    assert second.cache_n >= first.prompt_n + first.cache_n + 48 - 3, (first, second)
+    assert second.prompt_n <= 30, second  # the new turn only
+
+
+async def test_a_chat_session_past_its_slot_compacts_and_the_turn_completes(
+    server: RealServer,
+) -> None:
+    from fusion_tui.chat.events import Compacted
+    from tests.server.real_backend import long_text
+
+    b = await backend(server, max_tokens=12)  # also the summary's budget: a loaded box is slow
+    n_ctx = b.conn.props.n_ctx  # type: ignore[union-attr]
+    assert n_ctx == 2048
+    compacted: list[Compacted] = []
+    for i in range(6):
+        events = await turn(b, long_text(130, seed=i) + f"\nWhat is note {i} about?")
+        compacted += [e for e in events if isinstance(e, Compacted)]
+    await b.close()
+    assert compacted, "six turns of ~430 tokens must outgrow a 2,048-token slot"
+    c = compacted[0]
+    assert c.before + 12 > n_ctx > c.after and c.turns >= 1
+    assert all(t.outcome == "completed" for t in b.session.turns)
+    assert len([m for m in b.session.messages if m.role == "user"]) == 6
+    side = [r for r in b.session.requests if r.side_call]
+    own_slots = {r.id_slot for r in own(b)}
+    assert side and len(own_slots) == 1 and side[0].id_slot not in own_slots
+
+
+async def test_two_sessions_and_their_titles_keep_every_cached_prefix(
+    server: RealServer, demo_model: Path
+) -> None:
+    from fusion_tui.fit.swa import prefix_reuse
+    from fusion_tui.gguf.facts import read_model_facts
+    from tests.server.real_backend import long_text
+
+    assert server.record is not None  # the launch plan's reuse class, as `launch` records it
+    server.record.fit = {"prefix_reuse": prefix_reuse(read_model_facts(demo_model), False)}
+    a, b = await backend(server), await backend(server)
+    await turn(a, long_text(200, seed=11))
+    await turn(b, long_text(150, seed=12))
+    assert await a.make_title() and await b.make_title()
+    for text in ("Which word came first?", "And the last one?"):
+        for s in (a, b):
+            before = own(s)[-1]
+            await turn(s, text)
+            after = own(s)[-1]
+            assert after.id_slot == before.id_slot
+            assert after.cache_n >= before.prompt_n + before.cache_n, (before, after)
+    await a.close()
+    await b.close()
+    assert a.session.pinned_slot != b.session.pinned_slot
+
+
+async def test_six_sessions_on_two_slots_come_back_from_disk(server: RealServer) -> None:
+    from fusion_tui.chat.events import Notice
+    from tests.server.real_backend import long_text
+
+    sessions = [await backend(server, max_tokens=4) for _ in range(6)]
+    restored: list[str] = []
+    for r in range(2):
+        for k, b in enumerate(sessions):
+            text = long_text(60, seed=30 + k) if r == 0 else "And then?"
+            events = await turn(b, text)
+            restored += [e.text for e in events if isinstance(e, Notice) and "restored" in e.text]
+    for b in sessions:
+        await b.close()
+    assert len(restored) == 6, restored  # every returning session came back from disk
+    for b in sessions:
+        first, second = own(b)
+        assert second.cache_n >= first.prompt_n + first.cache_n, (first, second)
+        assert second.prompt_n <= 24, second  # the new turn only

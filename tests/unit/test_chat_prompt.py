@@ -1,0 +1,66 @@
+"""The chat's prompt is the model's template frame with the transcript concatenated: every
+request extends the previous one exactly (prompt + answer + new text), and reaches `/completion`
+as a `prompt`, also after a partial answer cut at maxTokens or a turn that got no answer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fusion_tui.agent.prompt import TemplateFrame
+from fusion_tui.chat.chat_prompt import ChatSummary, chat_prompt
+from fusion_tui.chat.local import SYSTEM_PROMPT, LocalBackend
+from fusion_tui.paths import AppPaths
+from fusion_tui.sessions.model import Message
+from tests.fakes.fake_server import FakeLlamaServer, Reply
+from tests.unit.local_fake import connector_for, fast_settings, turn
+
+FRAME = TemplateFrame.chatml()
+
+
+def test_prompt_is_the_frame_around_each_turn() -> None:
+    msgs = [Message("user", "hi"), Message("assistant", "hello"), Message("user", "more")]
+    assert chat_prompt(FRAME, "SYS", msgs) == (
+        "<|im_start|>system\nSYS<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n"
+        "<|im_start|>assistant\nhello<|im_end|>\n<|im_start|>user\nmore<|im_end|>\n"
+        "<|im_start|>assistant\n"
+    )
+
+
+def test_each_prompt_extends_the_previous_one_plus_the_answer() -> None:
+    msgs = [Message("user", "a")]
+    first = chat_prompt(FRAME, "S", msgs)
+    msgs += [Message("assistant", " Ava, ava, ava,", partial=True), Message("user", "b")]
+    assert chat_prompt(FRAME, "S", msgs).startswith(first + " Ava, ava, ava,")
+    msgs += [Message("user", "c")]  # the turn for "b" got no answer at all
+    third = chat_prompt(FRAME, "S", msgs)
+    assert third.startswith(chat_prompt(FRAME, "S", msgs[:-1]))
+
+
+def test_a_summary_replaces_the_covered_turns_in_the_system_text() -> None:
+    msgs = [Message("user", "old"), Message("assistant", "older"), Message("user", "new")]
+    text = chat_prompt(FRAME, "S", msgs, ChatSummary("we talked", covers=2))
+    assert "we talked" in text and "old" not in text and text.count("<|im_start|>user") == 1
+
+
+@pytest.fixture
+def paths(tmp_path: Path) -> AppPaths:
+    return AppPaths(*(tmp_path / n for n in ("config", "data", "state", "log")))
+
+
+async def test_the_chat_sends_the_templated_prompt_to_completion(paths: AppPaths) -> None:
+    with FakeLlamaServer(total_slots=2, n_ctx=4096) as srv:
+        backend = LocalBackend(fast_settings(), paths, connector=connector_for(srv, None))
+        await backend.start(lambda _s: None)
+        srv.script(Reply(text=[" Ava,", " ava,", " ava,"], stop_type="limit"))
+        await turn(backend, "say ava")
+        await turn(backend, "again")
+        await backend.close()
+    bodies = [r.body for r in srv.requests if r.path.startswith("/completion")]
+    assert len(bodies) == 2 and all("messages" not in b for b in bodies)
+    first, second = bodies[0]["prompt"], bodies[1]["prompt"]
+    assert first.startswith("<|im_start|>system\n" + SYSTEM_PROMPT)
+    assert second.startswith(first + " Ava, ava, ava,")
+    ends = [r for r in srv.requests if r.path.startswith("/completion")]
+    assert ends[1].slot == ends[0].slot

@@ -1,0 +1,109 @@
+"""More sessions than slots: a session that needs a slot another holds saves that slot first,
+and a returning session is restored from disk instead of reading its prompt again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fusion_tui.chat.events import Notice
+from fusion_tui.paths import AppPaths
+from fusion_tui.slots.room import Holder, SlotLedger, choose_victim, restore_is_cheaper
+from tests.fakes.fake_server import Reply
+from tests.unit.local_fake import DiskFake, started, turn
+
+
+@pytest.fixture
+def paths(tmp_path: Path) -> AppPaths:
+    return AppPaths(*(tmp_path / n for n in ("config", "data", "state", "log")))
+
+
+async def test_six_sessions_on_two_slots_round_robin_come_back_from_disk(
+    paths: AppPaths, tmp_path: Path
+) -> None:
+    slot_dir = tmp_path / "slots"
+    slot_dir.mkdir()
+    with DiskFake(slot_dir, total_slots=2, n_ctx=8192) as srv:
+        backends = [await started(srv, paths, slot_dir) for _ in range(6)]
+        srv.script(*[Reply(prompt_seconds=0.02) for _ in range(18)])  # prompts cost time
+        notes: list[list[str]] = []
+        for r in range(3):
+            for k, b in enumerate(backends):
+                events = await turn(
+                    b, f"session {k} round {r}: " + "context " * (40 if r == 0 else 2)
+                )
+                notes.append([e.text for e in events if isinstance(e, Notice)])
+        for b in backends:
+            await b.close()
+    saves = [n for ns in notes for n in ns if n.startswith("saved slot")]
+    restores = [n for ns in notes for n in ns if n.startswith("restored the saved slot")]
+    assert len(restores) == 6 * 2, "\n".join(str(n) for n in notes)
+    assert len(saves) == 6 * 3 - 2  # every turn but the first two saved the slot it took
+    for b in backends:
+        own = [r for r in b.session.requests if not r.side_call]
+        first, *later = own
+        for r in later:  # the whole previous prompt came back from disk: only new tokens read
+            assert r.cache_n >= first.prompt_n, (b.session.id, own)
+            assert r.prompt_n <= 120, own
+    assert {b.session.pinned_slot for b in backends} <= {0, 1}
+
+
+def test_the_ledger_keeps_one_slot_per_session_and_ignores_other_launches(tmp_path: Path) -> None:
+    clock = iter([1.0, 2.0, 3.0])
+    ledger = SlotLedger(tmp_path, now=lambda: next(clock))
+    ledger.claim(0, "a", "L1")
+    ledger.claim(1, "b", "L1")
+    ledger.claim(1, "a", "L1")  # a moved: slot 0 is no longer a's
+    assert {s: h.session_id for s, h in ledger.holders("L1").items()} == {1: "a"}
+    assert ledger.holders("L2") == {}
+
+
+def test_victim_is_the_least_recently_used_other_session() -> None:
+    holders = {0: Holder("a", "L", 5.0), 1: Holder("b", "L", 3.0), 2: Holder("me", "L", 1.0)}
+    assert choose_victim(holders, 3, blocked=(), me="me") == 1
+    assert choose_victim(holders, 3, blocked=(1,), me="me") == 0
+    assert choose_victim({2: Holder("me", "L", 1.0)}, 3, blocked=(), me="me") is None
+
+
+def test_restore_only_when_cheaper_than_reading_again() -> None:
+    # 2,000 tokens at 100 tok/s = 20 s; 60 MB at 200 MB/s = 0.3 s
+    assert restore_is_cheaper(2000, 60_000_000, 200e6, 100.0)
+    # a slow disk and a fast prompt: read again
+    assert not restore_is_cheaper(200, 60_000_000, 1e6, 5000.0)
+
+
+async def test_the_slot_view_says_who_is_in_a_slot_and_who_on_disk(
+    paths: AppPaths, tmp_path: Path
+) -> None:
+    slot_dir = tmp_path / "slots"
+    slot_dir.mkdir()
+    with DiskFake(slot_dir, total_slots=1, n_ctx=8192) as srv:
+        a = await started(srv, paths, slot_dir)
+        await turn(a, "alpha session")
+        b = await started(srv, paths, slot_dir)
+        await turn(b, "beta session")  # takes slot 0, saving alpha's first
+        view = b.slot_view()
+        assert view.slot_owners() == {0: "beta session"}
+        assert view.sessions_on_disk() == ["alpha session"]
+        assert a.slot_view().slot_owners() == {0: "beta session"}
+        await a.close()
+        await b.close()
+
+
+async def test_the_gate_skips_its_busy_probe_only_while_no_other_session_uses_the_server(
+    paths: AppPaths, tmp_path: Path
+) -> None:
+    slot_dir = tmp_path / "slots"
+    slot_dir.mkdir()
+    with DiskFake(slot_dir, total_slots=2, n_ctx=8192) as srv:
+        a = await started(srv, paths, slot_dir)
+        assert a.conn is not None
+        a.conn.launched = True  # this process launched the daemon
+        await turn(a, "alone")
+        assert a.keeper.exclusive()
+        b = await started(srv, paths, slot_dir)  # another client of the same daemon
+        await turn(b, "me too")
+        assert not a.keeper.exclusive()
+        await a.close()
+        await b.close()
