@@ -190,7 +190,7 @@ class Server:
     def __init__(self, home: Path, cfg: ServerConfig, args: Any) -> None:
         self.paths = AppPaths.default(env={"FUSION_TUI_HOME": str(home)})
         self.cfg = cfg
-        managed = ManagedSettings(parallel=args.parallel, swa_full=cfg.swa_full)
+        managed = ManagedSettings(parallel=args.parallel, swa_full=cfg.swa_full, keep_running=True)
         self.settings = Settings(local_models=LocalModelsSettings(managed=managed))
         self.plan = plan_for(self.settings, cfg.model)
         extra = ("--cache-ram", str(cfg.cache_ram)) if cfg.cache_ram is not None else ()
@@ -205,7 +205,7 @@ class Server:
 
     async def launch(self) -> None:
         await self.daemon.stop()
-        self.record = await self.daemon.launch(self.spec, probe=False)
+        self.record = await self.daemon.launch(self.spec, fit=self.plan.to_dict(), probe=False)
         self.restarts += 1
 
     async def stop(self) -> None:
@@ -220,7 +220,8 @@ class Server:
         async def connect(*_a: Any, **_kw: Any) -> Connection:
             client = TracedClient(self.url, recorder)
             props = await client.props()
-            return Connection(client, props, ServerStatus(state="ready"), self.record)
+            status = ServerStatus(state="ready")
+            return Connection(client, props, status, self.record, launched=True)
 
         return connect
 

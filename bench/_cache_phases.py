@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,8 +52,8 @@ AGENT_TASKS = (
 class Driver:
     """What a phase can do: a turn, a side call, leave, resume, restart, an agent task."""
 
-    def __init__(self, server: Server, rec: Recorder, args: Any) -> None:
-        self.server, self.rec, self.args = server, rec, args
+    def __init__(self, server: Server, rec: Recorder, args: Any, root: Path) -> None:
+        self.server, self.rec, self.args, self.root = server, rec, args, root
 
     async def turn(self, label: Label, text: str) -> None:
         raise NotImplementedError
@@ -77,8 +77,8 @@ class Driver:
 
 
 class FusionDriver(Driver):
-    def __init__(self, server: Server, rec: Recorder, args: Any) -> None:
-        super().__init__(server, rec, args)
+    def __init__(self, server: Server, rec: Recorder, args: Any, root: Path) -> None:
+        super().__init__(server, rec, args, root)
         self.settings = settings_with(server, temperature=0.0, max_tokens=args.max_tokens)
         self.open: dict[str, LocalBackend] = {}
         self.ids: dict[str, str] = {}
@@ -170,8 +170,8 @@ def agent_config(args: Any) -> AgentConfig:
 
 
 class PlainDriver(Driver):
-    def __init__(self, server: Server, rec: Recorder, args: Any) -> None:
-        super().__init__(server, rec, args)
+    def __init__(self, server: Server, rec: Recorder, args: Any, root: Path) -> None:
+        super().__init__(server, rec, args, root)
         self.histories: dict[str, list[dict[str, str]]] = {}
         self._client: TracedClient | None = None
         self._url = ""
@@ -251,51 +251,69 @@ class PlainDriver(Driver):
             LABEL.reset(token)
 
 
-# --- the phases ----------------------------------------------------------------------------------
+# --- the phases: each a sequence of steps, every step run once per policy ----------------------
+
+Step = Callable[[Driver], Awaitable[None]]
+"""One unit of a phase, run on one driver; the runner interleaves the policies step by step."""
 
 
-async def sequential(d: Driver, phase: str = "sequential", prefix: str = "s") -> None:
-    a = d.args
+def turn_step(label: Label, text: str, *, side: bool = False) -> Step:
+    async def step(d: Driver) -> None:
+        await d.turn(label, text)
+        if side:
+            await d.side(label)
+
+    return step
+
+
+def sequential(a: Any, phase: str = "sequential", prefix: str = "s") -> Iterator[Step]:
+    """K sessions round robin; each session is titled after its first turn (as the TUI does)."""
     for r in range(a.rounds):
         for k in range(a.sessions):
             text = opening(k, a.words) if r == 0 else follow_up(k, r)
-            await d.turn(Label(phase, f"{prefix}{k}", "turn", r), text)
-            await d.side(Label(phase, f"{prefix}{k}", "turn", r))
+            yield turn_step(Label(phase, f"{prefix}{k}", "turn", r), text, side=r == 0)
 
 
-async def concurrent(d: Driver) -> None:
-    async def one(k: int, r: int) -> None:
-        await d.turn(Label("concurrent", f"s{k}", "turn", r), follow_up(k, 100 + r))
-        await d.side(Label("concurrent", f"s{k}", "turn", r))
+def concurrent(a: Any) -> Iterator[Step]:
+    for r in range(a.rounds):
 
-    for r in range(d.args.rounds):
-        await asyncio.gather(one(0, r), one(1, r))
+        async def both(d: Driver, r: int = r) -> None:
+            await asyncio.gather(
+                *(d.turn(Label("concurrent", f"s{k}", "turn", r), follow_up(k, 100 + r))
+                  for k in (0, 1))
+            )  # fmt: skip
 
-
-async def resume(d: Driver) -> None:
-    await d.leave()  # a new app instance on the same server
-    await d.turn(Label("resume", "s0", "turn", 200), follow_up(0, 200))
+        yield both
 
 
-async def restart(d: Driver, phase: str = "restart", session: str = "s0") -> None:
-    await d.restart()  # fusion-tui saved the slots when the sessions were left
-    await d.turn(Label(phase, session, "turn", 300), follow_up(0, 300))
+def resume(_a: Any) -> Iterator[Step]:
+    async def step(d: Driver) -> None:
+        await d.leave()  # a new app instance on the same server
+        await d.turn(Label("resume", "s0", "turn", 200), follow_up(0, 200))
+
+    yield step
 
 
-async def oversubscribed(d: Driver, phase: str) -> None:
-    a = d.args
+def restart(_a: Any, phase: str = "restart", session: str = "s0") -> Iterator[Step]:
+    async def step(d: Driver) -> None:
+        await d.restart()  # fusion-tui saved the slots when the sessions were left
+        await d.turn(Label(phase, session, "turn", 300), follow_up(0, 300))
+
+    yield step
+
+
+def oversubscribed(a: Any, phase: str) -> Iterator[Step]:
     prefix = "o" if phase == "oversubscribed" else "z"
     for r in range(a.rounds):
         for k in range(a.over_sessions):
             text = opening(k, a.words) if r == 0 else follow_up(k, r)
-            await d.turn(Label(phase, f"{prefix}{k}", "turn", r), text)
+            yield turn_step(Label(phase, f"{prefix}{k}", "turn", r), text)
 
 
-async def long(d: Driver, per_slot_ctx: int) -> None:
-    a = d.args
+def long(a: Any, per_slot_ctx: int) -> Iterator[Step]:
     turns = a.long_turns or max(3, int(per_slot_ctx * 1.3 / (a.long_words * 3)) + 1)
     for r in range(turns):
-        await d.turn(Label("long", "L", "turn", r), opening(20 + r, a.long_words))
+        yield turn_step(Label("long", "L", "turn", r), opening(20 + r, a.long_words))
 
 
 def make_workspaces(root: Path) -> list[Path]:
@@ -309,8 +327,28 @@ def make_workspaces(root: Path) -> list[Path]:
     return out
 
 
-async def agent(d: Driver, root: Path) -> None:
-    spaces = make_workspaces(root)
-    for r, task in enumerate(AGENT_TASKS[: d.args.agent_tasks]):
-        for ws in spaces:
-            await d.agent(Label("agent", ws.name[-1], "agent", r), ws, task)
+def agent(a: Any) -> Iterator[Step]:
+    for r, task in enumerate(AGENT_TASKS[: a.agent_tasks]):
+        for name in ("A", "B"):
+
+            async def step(d: Driver, name: str = name, r: int = r, task: str = task) -> None:
+                ws = make_workspaces(d.root)[0 if name == "A" else 1]
+                await d.agent(Label("agent", name, "agent", r), ws, task)
+
+            yield step
+
+
+def relaunch(_a: Any) -> Iterator[Step]:
+    """Between phase kinds: every session left, a fresh daemon."""
+
+    async def step(d: Driver) -> None:
+        await d.restart()
+
+    yield step
+
+
+def leave(_a: Any) -> Iterator[Step]:
+    async def step(d: Driver) -> None:
+        await d.leave()
+
+    yield step

@@ -3,9 +3,12 @@ plain OpenAI-style client (whole history every time, no `id_slot`, no pinning, n
 what oterm, elia and opencode send), on the real server, same launch settings (the product's
 own plan: `runtime.plan_for`), in the same run.
 
-Phases (`--phases a,b`; each policy runs them on its own freshly launched daemon):
-  sequential      K sessions × R rounds, round robin, a side call (session title) after each turn
-  concurrent      two of those sessions at once for R rounds, each turn followed by its side call
+Phases (`--phases a,b`). Each policy has its own daemon, launched with the same settings; the
+two run side by side and the policies take turns step by step (ABBA order, never two requests of
+different policies at once), so load and clock drift on a shared machine fall on both alike.
+  sequential      K sessions × R rounds, round robin; each session is titled (a side call) after
+                  its first turn, as the TUI and plain clients do
+  concurrent      two of those sessions at once for R rounds
   resume          a new app instance sends session 0's next turn on the same server
   restart         the daemon restarts (fusion-tui saves the slots first), then session 0 resumes
   oversubscribed  8 sessions round robin on 4 slots, with the server's RAM prompt cache at its
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
 import tempfile
@@ -54,10 +58,13 @@ from _cache_phases import (
     Driver,
     FusionDriver,
     PlainDriver,
+    Step,
     agent,
     concurrent,
+    leave,
     long,
     oversubscribed,
+    relaunch,
     restart,
     resume,
     sequential,
@@ -93,49 +100,75 @@ def groups(args: argparse.Namespace) -> list[tuple[ServerConfig, list[str]]]:
     return out
 
 
-async def run_group(driver: Driver, server: Server, phases: list[str], root: Path) -> None:
+def steps_for(phases: list[str], args: argparse.Namespace, per_slot_ctx: int) -> list[Step]:
+    """The group's phases as one list of steps (each later run on both policies in turn)."""
     chosen = set(phases)
-    needs_chat = chosen & {"sequential", "concurrent", "resume", "restart"}
-    await server.launch()
-    driver.rec.epoch += 1
-    if needs_chat:
-        await sequential(driver)  # resume/restart continue these sessions (counted if chosen)
+    out: list[Step] = []
+    if chosen & {"sequential", "concurrent", "resume", "restart"}:
+        out += sequential(args)  # resume/restart continue these sessions (counted if chosen)
         if "concurrent" in chosen:
-            await concurrent(driver)
-        await resume(driver)
-        await restart(driver)
+            out += concurrent(args)
+        out += resume(args)
+        out += restart(args)
     for phase in ("oversubscribed", "oversubscribed-ram0", "long", "agent"):
         if phase not in chosen:
             continue
-        if needs_chat or phase != phases[0]:
-            await driver.restart()
+        if out:
+            out += relaunch(args)
         if phase == "long":
-            await long(driver, server.plan.per_slot_ctx)
+            out += long(args, per_slot_ctx)
         elif phase == "agent":
-            await agent(driver, root)
+            out += agent(args)
         else:
-            await oversubscribed(driver, phase)
+            out += oversubscribed(args, phase)
     if "swa-sequential" in chosen or "swa-restart" in chosen:
-        await sequential(driver, "swa-sequential", "w")
-        await driver.leave()
-        await restart(driver, "swa-restart", "w0")
-    await driver.close()
+        out += sequential(args, "swa-sequential", "w")
+        out += leave(args)
+        out += restart(args, "swa-restart", "w0")
+    return out
+
+
+PAUSE_S = 0.2
+"""Between two policies' steps: the other daemon's worker threads stop spinning first."""
+
+
+async def run_group(drivers: list[Driver], steps: list[Step]) -> None:
+    """Both policies, step by step, in ABBA order: load and clock drift on a shared machine fall
+    on both alike (each policy has its own daemon; their requests never overlap)."""
+    for i, step in enumerate(steps):
+        order = drivers if i % 2 == 0 else drivers[::-1]
+        for d in order:
+            await step(d)
+            await asyncio.sleep(PAUSE_S)
+    for d in drivers:
+        await d.close()
 
 
 async def one_run(args: argparse.Namespace) -> dict[str, list[Row]]:
     rows: dict[str, list[Row]] = {"plain": [], "fusion": []}
     recorders: list[Recorder] = []
     for cfg, phases in groups(args):
-        for policy, cls in (("plain", PlainDriver), ("fusion", FusionDriver)):
-            with tempfile.TemporaryDirectory(prefix="fusion-bench-") as home:
-                server = Server(Path(home), cfg, args)
+        with contextlib.ExitStack() as stack:
+            drivers: list[Driver] = []
+            servers: list[Server] = []
+            for policy, cls in (("plain", PlainDriver), ("fusion", FusionDriver)):
+                tmp = tempfile.TemporaryDirectory(prefix="fusion-bench-")
+                home = Path(stack.enter_context(tmp))
+                server = Server(home, cfg, args)
                 rec = Recorder(policy)
-                try:
-                    await run_group(cls(server, rec, args), server, phases, Path(home))
-                finally:
-                    await server.stop()
-                rows[policy] += rec.rows
+                servers.append(server)
+                drivers.append(cls(server, rec, args, home))
                 recorders.append(rec)
+            try:
+                for server, d in zip(servers, drivers, strict=True):
+                    await server.launch()
+                    d.rec.epoch += 1
+                await run_group(drivers, steps_for(phases, args, servers[0].plan.per_slot_ctx))
+            finally:
+                for server in servers:
+                    await server.stop()
+            for d in drivers:
+                rows[d.rec.policy] += d.rec.rows
     best_side: dict[tuple[str, str, str, int], int] = {}
     firsts = set()
     for row in rows["plain"] + rows["fusion"]:

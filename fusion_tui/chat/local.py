@@ -408,6 +408,8 @@ class LocalBackend:
         first = next((m.content for m in session.messages if m.role == "user"), "")
         if not first.strip():
             return None
+        if session.title and session.title != " ".join(first.split())[:60]:
+            return session.title  # titled already (a resumed session): no side call
         slot = self._title_slot()
         if slot is None:
             slot = self.keeper.side_slot_for(free_only=True)

@@ -41,6 +41,10 @@ from fusion_tui.slots.gate import SlotGate, slots_busy_probe
 from fusion_tui.slots.pins import SlotPool
 from fusion_tui.slots.room import SlotLedger, choose_victim, restore_is_cheaper
 
+_SENT_BY_THIS_PROCESS: dict[str, set[str]] = {}
+"""Launch id → sessions this process has been answered for (every keeper of the process: the
+TUI's sessions, the bench's, an agent beside a chat); the `exclusive` check's "ours"."""
+
 
 @dataclass
 class ResumeState:
@@ -76,8 +80,6 @@ class SlotKeeper:
         self.restore_rate: float | None = None
         """Measured bytes per second of a slot restore."""
         self._titles: dict[str, str] = {}
-        self._local: set[str] = set()
-        """Sessions this keeper has sent for (the `exclusive` check)."""
         self.prompt_rate: float | None = None
         """Measured prompt tokens per second (the largest recent prompt's)."""
 
@@ -103,7 +105,8 @@ class SlotKeeper:
         conn = self.conn
         if conn is None or not conn.launched or self.ledger is None:
             return False
-        return set(self._holders().values()) <= self._local | {self.session.id}
+        local = _SENT_BY_THIS_PROCESS.get(conn.launch_id or "", set())
+        return set(self._holders().values()) <= local | {self.session.id}
 
     def detach(self) -> Connection | None:
         conn, self.conn = self.conn, None
@@ -362,7 +365,8 @@ class SlotKeeper:
         self.pool.pin(session.id, id_slot)
         session.pinned_slot = self.pool.pins.get(session.id)
         session.server = self.identity()
-        self._local.add(session.id)
+        if self.conn is not None and self.conn.launch_id:
+            _SENT_BY_THIS_PROCESS.setdefault(self.conn.launch_id, set()).add(session.id)
         if self.ledger is not None and session.pinned_slot is not None and self.conn is not None:
             self.ledger.claim(session.pinned_slot, session.id, self.conn.launch_id)
 
