@@ -24,9 +24,10 @@ from fusion_tui.agent.events import (
     TaskOutcome,
     ToolStarted,
 )
-from fusion_tui.agent.loop import AgentConfig, AgentDeps, run_task
+from fusion_tui.agent.loop import run_task
 from fusion_tui.agent.prompt import MachineFacts, TemplateFrame, build_stable_prefix
 from fusion_tui.agent.protocol import parse_step
+from fusion_tui.agent.task import AgentConfig, AgentDeps
 from fusion_tui.agent.tools.registry import CORE_TOOLS
 from fusion_tui.agent.tools.workspace import Workspace
 from fusion_tui.paths import AppPaths
