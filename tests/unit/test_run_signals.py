@@ -20,13 +20,10 @@ import pytest
 
 from fusion_tui.sessions.store import SessionStore
 from tests.fakes.fake_server import FakeLlamaServer, Reply
+from tests.unit.cli_support import act
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = 3
-
-
-def act(tool: str, **args: Any) -> Reply:
-    return Reply(text=[json.dumps({"tool": tool, "args": args})], prompt_seconds=0.01)
 
 
 @pytest.fixture
