@@ -24,6 +24,7 @@ from fusion_tui.server.launch import LaunchSpec
 from fusion_tui.server.records import LaunchRecord
 from fusion_tui.sessions.model import RequestRecord
 from fusion_tui.status import ServerStatus
+from tests.prompt_words import CODE_WORDS
 
 
 class RealServer:
@@ -122,20 +123,7 @@ def own_requests(b: LocalBackend) -> list[RequestRecord]:
 
 
 WORDS = [
-    *[
-        "parser",
-        "lexer",
-        "token",
-        "buffer",
-        "module",
-        "import",
-        "cache",
-        "slot",
-        "session",
-        "prompt",
-        "layer",
-        "tensor",
-    ],
+    *CODE_WORDS,
     *[
         "context",
         "window",
