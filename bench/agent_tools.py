@@ -36,8 +36,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fusion_tui.agent.approval import ApprovalGate, ApprovalRequest, Decision
 from fusion_tui.agent.events import AgentEvent, RepeatBlocked, ToolFinished, tool_error
-from fusion_tui.agent.loop import AgentConfig, AgentDeps, run_task
+from fusion_tui.agent.loop import run_task
 from fusion_tui.agent.prompt import MachineFacts, TemplateFrame, build_stable_prefix
+from fusion_tui.agent.task import AgentConfig, AgentDeps
 from fusion_tui.agent.tools.registry import CORE_TOOLS
 from fusion_tui.agent.tools.workspace import Workspace
 from fusion_tui.demo_model import demo_model_path

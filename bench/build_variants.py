@@ -44,26 +44,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fusion_tui.demo_model import demo_model_path
 from fusion_tui.server.binary import find_llama_server
 from fusion_tui.server.daemon import free_port
 from fusion_tui.server.launch import LaunchSpec
+from tests.prompt_words import CODE_WORDS
 
 LOAD_TIMEOUT_S = 180.0
 REQUEST_TIMEOUT_S = 600.0
 WORDS = (
-    "parser",
-    "lexer",
-    "token",
-    "buffer",
-    "module",
-    "import",
-    "cache",
-    "slot",
-    "session",
-    "prompt",
-    "layer",
-    "tensor",
+    *CODE_WORDS,
     "matrix",
     "kernel",
     "thread",

@@ -253,6 +253,26 @@ def write_metadata(path: Path, arch: str, kv: dict[str, Any]) -> Path:
     return path
 
 
+HEADER_KV = {
+    ".block_count": 6,
+    ".context_length": 32768,
+    ".embedding_length": 256,
+    ".attention.head_count": 8,
+    ".attention.head_count_kv": 2,
+    "general.file_type": 15,
+}
+"""A small made-up model's header: 6 layers, 32k trained context, 8 heads over 2 KV heads."""
+
+
+def write_header(path: Path, arch: str, **extra: Any) -> Path:
+    """`write_metadata` of `HEADER_KV` changed by `extra`: `attention__sliding_window=512` sets
+    `.attention.sliding_window`, a None value leaves the key out."""
+    kv: dict[str, Any] = dict(HEADER_KV)
+    for key, value in extra.items():
+        kv["." + key.replace("__", ".")] = value
+    return write_metadata(path, arch, {k: v for k, v in kv.items() if v is not None})
+
+
 # --- launching the real server to read what it allocated (test and bench side) ---------------
 
 LOAD_TIMEOUT_S = 90.0

@@ -4,23 +4,17 @@ Outcomes: `completed` (the model called finish), `cancelled` (the user), `time_c
 ceiling fired; a summary step ran on its own deadline), `max_steps` (step limit, or a summary
 that overran its deadline), `error` (the server failed, or steps kept failing), `stuck` (the
 same failing call again after the loop guard's warning, `loop_guard.py`), `no_answer` (finish
-with an empty summary or a placeholder of ours, twice: `finish_check.py`).
+with an empty summary or a placeholder of ours, twice: `finish_check.py`). What a task is given
+and gives back (`AgentConfig`, `AgentDeps`, `TaskResult`) lives in `task.py`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
 from typing import Any
 
-from fusion_tui.agent.approval import ApprovalGate
-from fusion_tui.agent.deadline import (
-    DEFAULT_FINALIZATION_MS,
-    DEFAULT_MAX_DURATION_MS,
-    CancelToken,
-    run_guarded,
-)
-from fusion_tui.agent.delegate import DelegatePolicy, run_delegate
+from fusion_tui.agent.deadline import CancelToken, run_guarded
+from fusion_tui.agent.delegate import run_delegate
 from fusion_tui.agent.events import (
     Compacted,
     EventSink,
@@ -36,80 +30,18 @@ from fusion_tui.agent.events import (
 )
 from fusion_tui.agent.finish_check import RETRY_NOTE, finish_problem, no_answer_reason
 from fusion_tui.agent.loop_guard import LoopGuard
-from fusion_tui.agent.prompt import (
-    ContextMeter,
-    PrefixReuse,
-    PromptPacker,
-    TemplateFrame,
-    observation,
-    volatile_tail,
-)
-from fusion_tui.agent.protocol import Action, StepInvalid, ToolSpec, parse_step, step_schema
-from fusion_tui.agent.request import CompletionFn, Reply, SlotChooser, stream_request
+from fusion_tui.agent.prompt import ContextMeter, PromptPacker, observation, volatile_tail
+from fusion_tui.agent.protocol import Action, StepInvalid, parse_step, step_schema
+from fusion_tui.agent.request import Reply, stream_request
+from fusion_tui.agent.task import AgentConfig, AgentDeps, TaskResult, tools_for
 from fusion_tui.agent.tools import ToolContext, ToolResult
-from fusion_tui.agent.tools.registry import CORE_TOOLS, DELEGATE, FINISH, RUNNERS
-from fusion_tui.agent.tools.workspace import ToolError, Workspace
+from fusion_tui.agent.tools.registry import FINISH, RUNNERS
+from fusion_tui.agent.tools.workspace import ToolError
 from fusion_tui.agent.workspace_facts import task_prefix
-from fusion_tui.clock import Clock, MonotonicClock
 from fusion_tui.server.errors import ContextExceeded
 
-
-@dataclass(frozen=True)
-class AgentConfig:
-    max_steps: int = 40
-    max_duration_ms: int = DEFAULT_MAX_DURATION_MS
-    finalization_ms: int = DEFAULT_FINALIZATION_MS
-    n_predict: int = 2048
-    summary_n_predict: int = 512
-    max_failed_steps: int = 3
-    compact_threshold: float = 0.85
-    finalize: bool = True
-    """Run the reserved summary step on time_ceiling/max_steps (workers don't)."""
-    sampling: dict[str, Any] = field(default_factory=lambda: {"temperature": 0.2})
-    shell_timeout_s: float = 120.0
-
-
-@dataclass
-class AgentDeps:
-    """Everything the loop talks to; all injected."""
-
-    completion: CompletionFn
-    slots: SlotChooser
-    gate: ApprovalGate
-    workspace: Workspace
-    frame: TemplateFrame
-    stable_prefix: str
-    """From `prompt.build_stable_prefix(tools_for(...), machine_facts, project_facts)`."""
-    n_ctx: int
-    prefix_reuse: PrefixReuse = "full"
-    clock: Clock = field(default_factory=MonotonicClock)
-    on_event: EventSink = field(default=lambda e: None)
-    tools: tuple[ToolSpec, ...] = CORE_TOOLS
-    delegate: DelegatePolicy | None = None
-    """When set, the `delegate` tool is offered (workers run under this policy)."""
-    workspace_facts: bool = True
-    """Add the workspace's top-level files and real-path examples to the task's system message
-    (`workspace_facts.py`); off only to measure the old prompt."""
-
-
-def tools_for(deps_tools: tuple[ToolSpec, ...], with_delegate: bool) -> tuple[ToolSpec, ...]:
-    base = tuple(t for t in deps_tools if t.name != "delegate")
-    return (*base[:-1], DELEGATE, base[-1]) if with_delegate else base
-
-
-@dataclass
-class TaskResult:
-    outcome: Outcome
-    summary: str
-    steps: int
-    session_id: str
-    packer: PromptPacker
-    """The whole transcript (append-only); persist `packer.to_dict()` with the session."""
-    requests: list[RequestDone] = field(default_factory=list)
-    error: str = ""
-    slot: int = -1
-    archived: list[dict[str, Any]] = field(default_factory=list)
-    """Transcripts replaced by a compaction, oldest first (kept for the session, not the prompt)."""
+__all__ = ["AgentConfig", "AgentDeps", "TaskResult", "run_task", "tools_for"]
+"""`session_run` and the tests import the task's types from here too (they live in `task`)."""
 
 
 REPAIR_NOTE = "Your reply was not a valid action: {error}. Reply with exactly one JSON action."
@@ -424,7 +356,3 @@ async def run_task(
         outcome, summary, run.step, session_id, run.packer, run.requests, error, run.slot,
         run.archived,
     )  # fmt: skip
-
-
-def with_config(config: AgentConfig, **changes: Any) -> AgentConfig:
-    return dataclasses.replace(config, **changes)

@@ -2,7 +2,9 @@
 
 A session keeps its transcript, the slot its prompt lives in and the server that slot belongs to,
 so that a resumed session can land back on its warm KV cache. `from_dict` is strict: a file that
-was edited by hand or torn gets a `SessionFileError` naming the bad field, never a traceback.
+was edited by hand or torn gets a `SessionFileError` naming the bad field, never a traceback
+(the readers are in `fields.py`; the records a session keeps, `Message` and the rest, in
+`records.py`).
 """
 
 from __future__ import annotations
@@ -10,35 +12,49 @@ from __future__ import annotations
 import re
 import secrets
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any
 
 from fusion_tui.clock import WallClock
+from fusion_tui.sessions.fields import (
+    SessionFileError,
+    read_list,
+    read_num,
+    read_obj,
+    read_opt_int,
+    read_opt_str,
+    read_str,
+)
+from fusion_tui.sessions.records import (
+    Message,
+    Outcome,
+    RequestRecord,
+    ServerIdentity,
+    TurnRecord,
+)
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "Message",
+    "Outcome",
+    "RequestRecord",
+    "ServerIdentity",
+    "Session",
+    "SessionFileError",
+    "TurnRecord",
+    "WallClock",
+    "is_session_id",
+    "new_session_id",
+]
+"""The session's records and its error live in `records.py` and `fields.py`; they are imported
+from here by most of the code, so this module stays the one place to import the model from."""
 
 SCHEMA_VERSION = 2
 """Version of the on-disk layout written by this code (see `migrations.py`). Version 2 added
 `pinned_endpoint` (the label of the endpoint the pin belongs to; older files: the default)."""
 
-Role = Literal["system", "user", "assistant", "tool"]
-Outcome = Literal[
-    "completed", "cancelled", "time_ceiling", "max_steps", "error", "stuck", "no_answer"
-]
-ROLES: tuple[str, ...] = get_args(Role)
-OUTCOMES: tuple[str, ...] = get_args(Outcome)
-
 SESSION_ID_RE = re.compile(r"^[0-9]{8}-[0-9]{6}-[0-9]{3}-[0-9a-f]{6}$")
 """`YYYYMMDD-HHMMSS-mmm-xxxxxx` (UTC): sorts by creation time and is safe as a file name."""
-
-
-class SessionFileError(ValueError):
-    """A session (file or dict) is malformed; the message names the field and the file."""
-
-    def __init__(self, message: str, *, field: str = "", path: str = "") -> None:
-        self.field = field
-        self.path = path
-        where = f"{path}: " if path else ""
-        super().__init__(f"{where}{message}")
 
 
 def new_session_id(now: float | None = None) -> str:
@@ -51,235 +67,6 @@ def new_session_id(now: float | None = None) -> str:
 
 def is_session_id(text: str) -> bool:
     return bool(SESSION_ID_RE.match(text))
-
-
-# --- strict field readers ------------------------------------------------------------------
-
-
-def _type_name(value: Any) -> str:
-    return "null" if value is None else type(value).__name__
-
-
-def _get(d: dict[str, Any], key: str, where: str, check: Callable[[Any], bool], what: str) -> Any:
-    name = f"{where}.{key}" if where else key
-    if key not in d:
-        raise SessionFileError(f"field {name!r} is missing", field=name)
-    value = d[key]
-    if not check(value):
-        raise SessionFileError(
-            f"field {name!r} should be {what}, got {_type_name(value)}", field=name
-        )
-    return value
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_num(v: Any) -> bool:
-    return (isinstance(v, int | float) and not isinstance(v, bool)) and v == v
-
-
-def _str(d: dict[str, Any], key: str, where: str = "") -> str:
-    return str(_get(d, key, where, lambda v: isinstance(v, str), "a string"))
-
-
-def _opt_str(d: dict[str, Any], key: str, where: str = "") -> str | None:
-    if d.get(key) is None:
-        return None
-    return _str(d, key, where)
-
-
-def _int(d: dict[str, Any], key: str, where: str = "") -> int:
-    return int(_get(d, key, where, _is_int, "an integer"))
-
-
-def _opt_int(d: dict[str, Any], key: str, where: str = "") -> int | None:
-    if d.get(key) is None:
-        return None
-    return _int(d, key, where)
-
-
-def _num(d: dict[str, Any], key: str, where: str = "") -> float:
-    return float(_get(d, key, where, _is_num, "a number"))
-
-
-def _bool(d: dict[str, Any], key: str, where: str = "", default: bool | None = None) -> bool:
-    if default is not None and key not in d:
-        return default
-    return bool(_get(d, key, where, lambda v: isinstance(v, bool), "true or false"))
-
-
-def _list(d: dict[str, Any], key: str, where: str = "") -> list[Any]:
-    if key not in d:
-        return []
-    return list(_get(d, key, where, lambda v: isinstance(v, list), "a list"))
-
-
-def _obj(value: Any, name: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise SessionFileError(
-            f"field {name!r} should be an object, got {_type_name(value)}", field=name
-        )
-    return value
-
-
-def _choice(d: dict[str, Any], key: str, where: str, allowed: tuple[str, ...]) -> str:
-    value = _str(d, key, where)
-    if value not in allowed:
-        name = f"{where}.{key}" if where else key
-        raise SessionFileError(
-            f"field {name!r} is {value!r}, expected one of {', '.join(allowed)}", field=name
-        )
-    return value
-
-
-# --- the model -----------------------------------------------------------------------------
-
-
-@dataclass
-class Message:
-    """One transcript entry. `partial` marks a turn cut short (cancelled, crash, stall)."""
-
-    role: Role
-    content: str
-    tool_name: str | None = None
-    tool_arguments: dict[str, Any] | None = None
-    tool_result: str | None = None
-    partial: bool = False
-    partial_reason: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"role": self.role, "content": self.content}
-        if self.tool_name is not None:
-            d["tool_name"] = self.tool_name
-        if self.tool_arguments is not None:
-            d["tool_arguments"] = self.tool_arguments
-        if self.tool_result is not None:
-            d["tool_result"] = self.tool_result
-        if self.partial:
-            d["partial"] = True
-            d["partial_reason"] = self.partial_reason or ""
-        return d
-
-    @classmethod
-    def from_dict(cls, raw: Any, where: str) -> Message:
-        d = _obj(raw, where)
-        args = d.get("tool_arguments")
-        if args is not None:
-            args = _obj(args, f"{where}.tool_arguments")
-        return cls(
-            role=_choice(d, "role", where, ROLES),  # type: ignore[arg-type]
-            content=_str(d, "content", where),
-            tool_name=_opt_str(d, "tool_name", where),
-            tool_arguments=args,
-            tool_result=_opt_str(d, "tool_result", where),
-            partial=_bool(d, "partial", where, default=False),
-            partial_reason=_opt_str(d, "partial_reason", where),
-        )
-
-
-@dataclass(frozen=True)
-class ServerIdentity:
-    """Which server a pin is valid for: a different model or launch means a cold cache."""
-
-    model_path: str
-    launch_id: str | None
-    total_slots: int
-
-    def same_server(self, other: ServerIdentity | None) -> bool:
-        """Same model and same launch (the slot count is checked by the pool on its own)."""
-        return (
-            other is not None
-            and other.model_path == self.model_path
-            and other.launch_id == self.launch_id
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "model_path": self.model_path,
-            "launch_id": self.launch_id,
-            "total_slots": self.total_slots,
-        }
-
-    @classmethod
-    def from_dict(cls, raw: Any, where: str) -> ServerIdentity:
-        d = _obj(raw, where)
-        return cls(
-            model_path=_str(d, "model_path", where),
-            launch_id=_opt_str(d, "launch_id", where),
-            total_slots=_int(d, "total_slots", where),
-        )
-
-
-@dataclass(frozen=True)
-class RequestRecord:
-    """Telemetry of one request to the server (the `request` event of `run --json`)."""
-
-    id_slot: int
-    prompt_n: int
-    cache_n: int
-    ttft_ms: float
-    predicted_per_second: float
-    time: float
-    side_call: bool = False
-    endpoint: str | None = None
-    """Label of the endpoint that served it (None: the only one)."""
-    moved_from: str | None = None
-    """The endpoint the session left for this request (failover), if any."""
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "id_slot": self.id_slot,
-            "prompt_n": self.prompt_n,
-            "cache_n": self.cache_n,
-            "ttft_ms": self.ttft_ms,
-            "predicted_per_second": self.predicted_per_second,
-            "time": self.time,
-            "side_call": self.side_call,
-        }
-        if self.endpoint is not None:
-            out["endpoint"] = self.endpoint
-        if self.moved_from is not None:
-            out["moved_from"] = self.moved_from
-        return out
-
-    @classmethod
-    def from_dict(cls, raw: Any, where: str) -> RequestRecord:
-        d = _obj(raw, where)
-        return cls(
-            id_slot=_int(d, "id_slot", where),
-            prompt_n=_int(d, "prompt_n", where),
-            cache_n=_int(d, "cache_n", where),
-            ttft_ms=_num(d, "ttft_ms", where),
-            predicted_per_second=_num(d, "predicted_per_second", where),
-            time=_num(d, "time", where),
-            side_call=_bool(d, "side_call", where, default=False),
-            endpoint=_opt_str(d, "endpoint", where),
-            moved_from=_opt_str(d, "moved_from", where),
-        )
-
-
-@dataclass(frozen=True)
-class TurnRecord:
-    """How one user turn ended."""
-
-    outcome: Outcome
-    time: float
-    detail: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"outcome": self.outcome, "time": self.time, "detail": self.detail}
-
-    @classmethod
-    def from_dict(cls, raw: Any, where: str) -> TurnRecord:
-        d = _obj(raw, where)
-        detail = _opt_str(d, "detail", where) or ""
-        return cls(
-            outcome=_choice(d, "outcome", where, OUTCOMES),  # type: ignore[arg-type]
-            time=_num(d, "time", where),
-            detail=detail,
-        )
 
 
 @dataclass
@@ -391,27 +178,30 @@ class Session:
     @classmethod
     def from_dict(cls, raw: Any) -> Session:
         """Parse the current schema; unknown keys are ignored, wrong types are refused."""
-        d = _obj(raw, "session")
-        sid = _str(d, "id")
+        d = read_obj(raw, "session")
+        sid = read_str(d, "id")
         if not is_session_id(sid):
             raise SessionFileError(f"field 'id' is not a session id: {sid!r}", field="id")
         server = d.get("server")
         return cls(
             id=sid,
-            title=_str(d, "title"),
-            created=_num(d, "created"),
-            updated=_num(d, "updated"),
-            workspace=_opt_str(d, "workspace"),
-            pinned_slot=_opt_int(d, "pinned_slot"),
-            pinned_endpoint=_opt_str(d, "pinned_endpoint"),
+            title=read_str(d, "title"),
+            created=read_num(d, "created"),
+            updated=read_num(d, "updated"),
+            workspace=read_opt_str(d, "workspace"),
+            pinned_slot=read_opt_int(d, "pinned_slot"),
+            pinned_endpoint=read_opt_str(d, "pinned_endpoint"),
             server=None if server is None else ServerIdentity.from_dict(server, "server"),
-            prefix_hash=_opt_str(d, "prefix_hash"),
+            prefix_hash=read_opt_str(d, "prefix_hash"),
             messages=[
-                Message.from_dict(m, f"messages[{i}]") for i, m in enumerate(_list(d, "messages"))
+                Message.from_dict(m, f"messages[{i}]")
+                for i, m in enumerate(read_list(d, "messages"))
             ],
             requests=[
                 RequestRecord.from_dict(r, f"requests[{i}]")
-                for i, r in enumerate(_list(d, "requests"))
+                for i, r in enumerate(read_list(d, "requests"))
             ],
-            turns=[TurnRecord.from_dict(t, f"turns[{i}]") for i, t in enumerate(_list(d, "turns"))],
+            turns=[
+                TurnRecord.from_dict(t, f"turns[{i}]") for i, t in enumerate(read_list(d, "turns"))
+            ],
         )

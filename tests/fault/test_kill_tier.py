@@ -32,11 +32,11 @@ from fusion_tui.paths import AppPaths
 from fusion_tui.server.daemon import ManagedDaemon
 from fusion_tui.sessions.model import Session
 from fusion_tui.sessions.store import SessionStore
+from tests.child_env import ROOT, managed_env
 from tests.fault.realserver import small_spec
 
 pytestmark = pytest.mark.server
 
-ROOT = Path(__file__).resolve().parents[2]
 RUNS = int(os.environ.get("FUSION_KILL_RUNS", "100"))
 RUNS_PER_SESSION = 10
 SEED = 11
@@ -138,19 +138,10 @@ def test_kill_tier(app_home: AppPaths, llama_server_bin: Path, demo_model: Path)
     ws = app_home.data_dir.parent / "ws"
     ws.mkdir(parents=True)
     (ws / "notes.md").write_text("# notes\nThe build uses make.\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FUSION_TUI_")}
-    env.update(
-        FUSION_TUI_HOME=os.environ["FUSION_TUI_HOME"],
-        FUSION_TUI_SERVER__BINARY=str(llama_server_bin),
-        FUSION_TUI_LOCALMODELS__MODEL=str(demo_model),
-        FUSION_TUI_LOCALMODELS__MANAGED__PARALLEL="2",
-        FUSION_TUI_LOCALMODELS__MANAGED__CTX="8192",
-        FUSION_TUI_LOCALMODELS__MANAGED__THREADS="1",
-        FUSION_TUI_LLM__MAXTOKENS="48",
-        FUSION_TUI_LLM__TEMPERATURE="0",
-        FUSION_TUI_AGENT__MAXSTEPS="2",
-        PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-    )
+    env = managed_env(
+        os.environ["FUSION_TUI_HOME"], llama_server_bin, demo_model,
+        parallel=2, ctx=8192, threads=1, max_tokens=48, FUSION_TUI_AGENT__MAXSTEPS="2",
+    )  # fmt: skip
     daemon = ManagedDaemon(app_home, binary=llama_server_bin, poll_interval=0.05)
     # one thread: on a loaded 2-core box two spinning threads wait on each other at every barrier
     spec = small_spec(demo_model, ctx=8192, threads=1, slot_save_path=app_home.slot_save_dir)

@@ -1,12 +1,19 @@
 """A managed SmolLM2 server for LocalBackend tests and the cache-reuse bench: launch, restart,
-and a connector that hands LocalBackend the running daemon (as `connect` would adopt it)."""
+and a connector that hands LocalBackend the running daemon (as `connect` would adopt it); the
+module fixture that runs one, and the turn helpers the real chat tests share."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import asyncio
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from fusion_tui.chat.events import ReplyDone, ReplyEvent
+from fusion_tui.chat.local import LocalBackend
 from fusion_tui.config import Settings
 from fusion_tui.config.settings import LLMSettings, LocalModelsSettings, ManagedSettings
 from fusion_tui.paths import AppPaths
@@ -15,7 +22,9 @@ from fusion_tui.server.client import LlamaClient
 from fusion_tui.server.daemon import ManagedDaemon
 from fusion_tui.server.launch import LaunchSpec
 from fusion_tui.server.records import LaunchRecord
+from fusion_tui.sessions.model import RequestRecord
 from fusion_tui.status import ServerStatus
+from tests.prompt_words import CODE_WORDS
 
 
 class RealServer:
@@ -73,21 +82,48 @@ class RealServer:
         )
 
 
+@contextmanager
+def running_server(home: Path, binary: Path, model: Path, **kw: Any) -> Iterator[RealServer]:
+    """A `RealServer` (`kw`: its size) with its app folders under `home`, started, stopped after."""
+    paths = AppPaths.default(env={"FUSION_TUI_HOME": str(home)})
+    srv = RealServer(paths, binary, model, **kw)
+    try:
+        asyncio.run(srv.start())
+        yield srv
+    finally:
+        asyncio.run(srv.stop())
+
+
+def server_fixture(home_name: str, **kw: Any) -> Any:
+    """A module-scoped `server` fixture: `running_server` (`kw`: its size) under a fresh home
+    named `home_name`. Assign it in the test module: `server = server_fixture("x-home", ...)`."""
+
+    @pytest.fixture(scope="module", name="server")
+    def server(
+        tmp_path_factory: pytest.TempPathFactory, llama_server_bin: Path, demo_model: Path
+    ) -> Iterator[RealServer]:
+        home = tmp_path_factory.mktemp(home_name)
+        with running_server(home, llama_server_bin, demo_model, **kw) as srv:
+            yield srv
+
+    return server
+
+
+async def completed_turn(b: LocalBackend, text: str) -> list[ReplyEvent]:
+    """One chat turn's events; the turn must complete."""
+    events = [e async for e in b.reply(text)]
+    last = events[-1]
+    assert isinstance(last, ReplyDone) and last.outcome == "completed", last
+    return events
+
+
+def own_requests(b: LocalBackend) -> list[RequestRecord]:
+    """The session's requests but its side calls (titles, compaction)."""
+    return [r for r in b.session.requests if not r.side_call]
+
+
 WORDS = [
-    *[
-        "parser",
-        "lexer",
-        "token",
-        "buffer",
-        "module",
-        "import",
-        "cache",
-        "slot",
-        "session",
-        "prompt",
-        "layer",
-        "tensor",
-    ],
+    *CODE_WORDS,
     *[
         "context",
         "window",

@@ -7,8 +7,6 @@ exactly the action the loop then runs; the task's system message names the works
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,33 +22,20 @@ from fusion_tui.agent.events import (
     TaskOutcome,
     ToolStarted,
 )
-from fusion_tui.agent.loop import AgentConfig, AgentDeps, run_task
+from fusion_tui.agent.loop import run_task
 from fusion_tui.agent.prompt import MachineFacts, TemplateFrame, build_stable_prefix
 from fusion_tui.agent.protocol import parse_step
+from fusion_tui.agent.task import AgentConfig, AgentDeps
 from fusion_tui.agent.tools.registry import CORE_TOOLS
 from fusion_tui.agent.tools.workspace import Workspace
-from fusion_tui.paths import AppPaths
 from fusion_tui.server.client import LlamaClient
-from tests.server.real_backend import RealServer
+from tests.server.real_backend import RealServer, server_fixture
 from tests.unit.test_agent_fakes import FakeSlots
 
 pytestmark = pytest.mark.server
 
 
-@pytest.fixture(scope="module")
-def server(
-    tmp_path_factory: pytest.TempPathFactory, llama_server_bin: Path, demo_model: Path
-) -> Iterator[RealServer]:
-    home = tmp_path_factory.mktemp("live-home")
-    paths = AppPaths.default(env={"FUSION_TUI_HOME": str(home)})
-    srv = RealServer(
-        paths, llama_server_bin, demo_model, parallel=1, ctx=4096, extra_args=("-b", "256")
-    )
-    try:
-        asyncio.run(srv.start())
-        yield srv
-    finally:
-        asyncio.run(srv.stop())
+server = server_fixture("live-home", parallel=1, ctx=4096, extra_args=("-b", "256"))
 
 
 async def test_a_real_step_streams_progress_and_its_action_forming(

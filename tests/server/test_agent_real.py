@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ import pytest
 from fusion_tui.paths import AppPaths
 from fusion_tui.server.daemon import ManagedDaemon
 from fusion_tui.sessions.store import SessionStore
+from tests.child_env import managed_env
 
 pytestmark = pytest.mark.server
 
@@ -34,18 +34,10 @@ def test_smollm2_lists_the_files_then_finishes(
     ws.mkdir()
     (ws / "README.md").write_text("# demo\n")
     (ws / "main.py").write_text("print('hello')\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FUSION_TUI_")}
-    env.update(
-        FUSION_TUI_HOME=str(home),
-        FUSION_TUI_SERVER__BINARY=str(llama_server_bin),
-        FUSION_TUI_LOCALMODELS__MODEL=str(demo_model),
-        FUSION_TUI_LOCALMODELS__MANAGED__PARALLEL="2",
-        FUSION_TUI_LOCALMODELS__MANAGED__CTX="4096",
-        FUSION_TUI_LOCALMODELS__MANAGED__THREADS="2",
-        FUSION_TUI_LLM__MAXTOKENS="128",
-        FUSION_TUI_LLM__TEMPERATURE="0",
+    env = managed_env(
+        home, llama_server_bin, demo_model, parallel=2, ctx=4096, threads=2, max_tokens=128,
         FUSION_TUI_AGENT__TASK__FINALIZATIONMS="120000",
-    )
+    )  # fmt: skip
     paths = AppPaths.default(env={"FUSION_TUI_HOME": str(home)})
     argv = [sys.executable, "-m", "fusion_tui", "run", "--json", "--workspace", str(ws)]
     argv += ["--max-steps", "2", "--max-duration-ms", "240000"]

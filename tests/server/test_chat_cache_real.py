@@ -3,34 +3,18 @@ the module): a degenerate answer cut at maxTokens is reused whole by the next tu
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from fusion_tui.chat.events import ReplyDone, ReplyEvent
 from fusion_tui.chat.local import LocalBackend
-from fusion_tui.paths import AppPaths
-from fusion_tui.sessions.model import RequestRecord
-from tests.server.real_backend import RealServer
+from tests.server.real_backend import RealServer, completed_turn, own_requests, server_fixture
 
 pytestmark = pytest.mark.server
 
 
-@pytest.fixture(scope="module")
-def server(
-    tmp_path_factory: pytest.TempPathFactory, llama_server_bin: Path, demo_model: Path
-) -> Iterator[RealServer]:
-    home = tmp_path_factory.mktemp("chat-cache-home")
-    paths = AppPaths.default(env={"FUSION_TUI_HOME": str(home)})
-    srv = RealServer(paths, llama_server_bin, demo_model, parallel=2, ctx=4096)
-    try:
-        asyncio.run(srv.start())
-        yield srv
-    finally:
-        asyncio.run(srv.stop())
+server = server_fixture("chat-cache-home", parallel=2, ctx=4096)
 
 
 async def backend(srv: RealServer, max_tokens: int = 12, **kw: Any) -> LocalBackend:
@@ -39,25 +23,16 @@ async def backend(srv: RealServer, max_tokens: int = 12, **kw: Any) -> LocalBack
     return b
 
 
-async def turn(b: LocalBackend, text: str) -> list[ReplyEvent]:
-    events = [e async for e in b.reply(text)]
-    last = events[-1]
-    assert isinstance(last, ReplyDone) and last.outcome == "completed", last
-    return events
-
-
-def own(b: LocalBackend) -> list[RequestRecord]:
-    return [r for r in b.session.requests if not r.side_call]
-
-
 async def test_a_degenerate_answer_cut_at_max_tokens_is_reused_whole(server: RealServer) -> None:
     b = await backend(server, max_tokens=48)
-    await turn(b, "Write the word ava, separated by commas, two hundred times: ava, ava, ava,")
+    await completed_turn(
+        b, "Write the word ava, separated by commas, two hundred times: ava, ava, ava,"
+    )
     answer = b.session.messages[-1].content
     assert answer.lower().count("ava") >= 5, answer  # the degenerate, cut answer this is about
-    first = own(b)[-1]
-    await turn(b, "Thanks.")
-    second = own(b)[-1]
+    first = own_requests(b)[-1]
+    await completed_turn(b, "Thanks.")
+    second = own_requests(b)[-1]
     await b.close()
     assert second.id_slot == first.id_slot
     # everything the slot held (prompt + the answer's tokens, the last one not yet evaluated)
@@ -76,7 +51,7 @@ async def test_a_chat_session_past_its_slot_compacts_and_the_turn_completes(
     assert n_ctx == 2048
     compacted: list[Compacted] = []
     for i in range(6):
-        events = await turn(b, long_text(130, seed=i) + f"\nWhat is note {i} about?")
+        events = await completed_turn(b, long_text(130, seed=i) + f"\nWhat is note {i} about?")
         compacted += [e for e in events if isinstance(e, Compacted)]
     await b.close()
     assert compacted, "six turns of ~430 tokens must outgrow a 2,048-token slot"
@@ -85,7 +60,7 @@ async def test_a_chat_session_past_its_slot_compacts_and_the_turn_completes(
     assert all(t.outcome == "completed" for t in b.session.turns)
     assert len([m for m in b.session.messages if m.role == "user"]) == 6
     side = [r for r in b.session.requests if r.side_call]
-    own_slots = {r.id_slot for r in own(b)}
+    own_slots = {r.id_slot for r in own_requests(b)}
     assert side and len(own_slots) == 1 and side[0].id_slot not in own_slots
 
 
@@ -99,14 +74,14 @@ async def test_two_sessions_and_their_titles_keep_every_cached_prefix(
     assert server.record is not None  # the launch plan's reuse class, as `launch` records it
     server.record.fit = {"prefix_reuse": prefix_reuse(read_model_facts(demo_model), False)}
     a, b = await backend(server), await backend(server)
-    await turn(a, long_text(200, seed=11))
-    await turn(b, long_text(150, seed=12))
+    await completed_turn(a, long_text(200, seed=11))
+    await completed_turn(b, long_text(150, seed=12))
     assert await a.make_title() and await b.make_title()
     for text in ("Which word came first?", "And the last one?"):
         for s in (a, b):
-            before = own(s)[-1]
-            await turn(s, text)
-            after = own(s)[-1]
+            before = own_requests(s)[-1]
+            await completed_turn(s, text)
+            after = own_requests(s)[-1]
             assert after.id_slot == before.id_slot
             assert after.cache_n >= before.prompt_n + before.cache_n, (before, after)
     await a.close()
@@ -123,12 +98,12 @@ async def test_six_sessions_on_two_slots_come_back_from_disk(server: RealServer)
     for r in range(2):
         for k, b in enumerate(sessions):
             text = long_text(60, seed=30 + k) if r == 0 else "And then?"
-            events = await turn(b, text)
+            events = await completed_turn(b, text)
             restored += [e.text for e in events if isinstance(e, Notice) and "restored" in e.text]
     for b in sessions:
         await b.close()
     assert len(restored) == 6, restored  # every returning session came back from disk
     for b in sessions:
-        first, second = own(b)
+        first, second = own_requests(b)
         assert second.cache_n >= first.prompt_n + first.cache_n, (first, second)
         assert second.prompt_n <= 24, second  # the new turn only

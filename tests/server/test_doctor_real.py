@@ -4,7 +4,6 @@ one-token start measures a rate, and the throwaway server is gone afterwards."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,10 +12,10 @@ import pytest
 
 from fusion_tui.doctor import passed, run_checks
 from fusion_tui.paths import AppPaths
+from tests.child_env import child_env
 from tests.fault.realserver import processes_with
 
 pytestmark = pytest.mark.server
-ROOT = Path(__file__).resolve().parents[2]
 
 
 async def test_doctor_passes_on_the_demo_model(
@@ -42,12 +41,10 @@ async def test_doctor_passes_on_the_demo_model(
 def test_doctor_json_from_the_command_line(
     tmp_path: Path, llama_server_bin: Path, demo_model: Path
 ) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FUSION_TUI_")}
-    env.update(
-        FUSION_TUI_HOME=str(tmp_path / "home"),
+    env = child_env(
+        tmp_path / "home",
         FUSION_TUI_SERVER__BINARY=str(llama_server_bin),
         FUSION_TUI_LOCALMODELS__MODEL=str(demo_model),
-        PYTHONPATH=str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
     )
     done = subprocess.run(
         [sys.executable, "-m", "fusion_tui", "doctor", "--json"],

@@ -4,35 +4,17 @@ turn ends with the server's timings for the whole prompt."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from fusion_tui.chat.events import Progress, ReplyDone
 from fusion_tui.chat.local import LocalBackend
-from fusion_tui.paths import AppPaths
 from fusion_tui.server.types import PromptProgress, StreamEnd
-from tests.server.real_backend import RealServer, long_text
+from tests.server.real_backend import RealServer, long_text, server_fixture
 
 pytestmark = pytest.mark.server
 
 
-@pytest.fixture(scope="module")
-def server(
-    tmp_path_factory: pytest.TempPathFactory, llama_server_bin: Path, demo_model: Path
-) -> Iterator[RealServer]:
-    home = tmp_path_factory.mktemp("progress-home")
-    paths = AppPaths.default(env={"FUSION_TUI_HOME": str(home)})
-    srv = RealServer(
-        paths, llama_server_bin, demo_model, parallel=1, ctx=4096, extra_args=("-b", "512")
-    )
-    try:
-        asyncio.run(srv.start())
-        yield srv
-    finally:
-        asyncio.run(srv.stop())
+server = server_fixture("progress-home", parallel=1, ctx=4096, extra_args=("-b", "512"))
 
 
 async def test_a_long_prompt_reports_monotonic_progress_and_ends_with_timings(

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ import pytest
 
 from fusion_tui.paths import AppPaths
 from fusion_tui.server.daemon import ManagedDaemon
+from tests.child_env import managed_env
 
 pytestmark = pytest.mark.server
 
@@ -24,18 +24,10 @@ def test_two_run_sessions_alternate_on_two_slots_and_resume_warm_after_a_restart
     tmp_path: Path, llama_server_bin: Path, demo_model: Path
 ) -> None:
     home = tmp_path / "home"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FUSION_TUI_")}
-    env.update(
-        FUSION_TUI_HOME=str(home),
-        FUSION_TUI_SERVER__BINARY=str(llama_server_bin),
-        FUSION_TUI_LOCALMODELS__MODEL=str(demo_model),
-        FUSION_TUI_LOCALMODELS__MANAGED__PARALLEL="4",
-        FUSION_TUI_LOCALMODELS__MANAGED__CTX="8192",
-        FUSION_TUI_LOCALMODELS__MANAGED__THREADS="2",
+    env = managed_env(
+        home, llama_server_bin, demo_model, parallel=4, ctx=8192, threads=2, max_tokens=40,
         FUSION_TUI_LOCALMODELS__MANAGED__KEEPRUNNING="true",
-        FUSION_TUI_LLM__MAXTOKENS="40",
-        FUSION_TUI_LLM__TEMPERATURE="0",
-    )
+    )  # fmt: skip
     paths = AppPaths.default(env={"FUSION_TUI_HOME": str(home)})
     spaces = {}
     for name in ("A", "B"):

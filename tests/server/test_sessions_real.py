@@ -8,52 +8,34 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncGenerator, Iterator
-from pathlib import Path
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import pytest
 
-from fusion_tui.chat.events import Notice, ReplyDone, ReplyEvent
+from fusion_tui.chat.events import Notice, ReplyDone
 from fusion_tui.chat.local import LocalBackend
-from fusion_tui.paths import AppPaths
 from fusion_tui.server.types import StreamEnd, StreamEvent
 from fusion_tui.sessions.model import RequestRecord, ServerIdentity
 from fusion_tui.sessions.store import SessionStore
-from tests.server.real_backend import RealServer, long_text
+from tests.server.real_backend import (
+    RealServer,
+    completed_turn,
+    long_text,
+    own_requests,
+    server_fixture,
+)
 
 pytestmark = pytest.mark.server
 
 
-@pytest.fixture(scope="module")
-def server(
-    tmp_path_factory: pytest.TempPathFactory, llama_server_bin: Path, demo_model: Path
-) -> Iterator[RealServer]:
-    home = tmp_path_factory.mktemp("sessions-home")  # isolated, like the app_home fixture
-    paths = AppPaths.default(env={"FUSION_TUI_HOME": str(home)})
-    srv = RealServer(paths, llama_server_bin, demo_model)
-    try:
-        asyncio.run(srv.start())
-        yield srv
-    finally:
-        asyncio.run(srv.stop())
+server = server_fixture("sessions-home")  # isolated, like the app_home fixture
 
 
 async def backend(srv: RealServer, resume: str | None = None, **kw: Any) -> LocalBackend:
     b = LocalBackend(srv.settings(), srv.paths, resume=resume, connector=srv.connector(), **kw)
     await b.start(lambda _s: None)
     return b
-
-
-async def turn(b: LocalBackend, text: str) -> list[ReplyEvent]:
-    events = [e async for e in b.reply(text)]
-    last = events[-1]
-    assert isinstance(last, ReplyDone) and last.outcome == "completed", last
-    return events
-
-
-def own(b: LocalBackend) -> list[RequestRecord]:
-    return [r for r in b.session.requests if not r.side_call]
 
 
 def share(r: RequestRecord) -> float:
@@ -64,18 +46,18 @@ async def test_two_sessions_and_side_calls_interleaved_stay_on_their_slots(
     server: RealServer,
 ) -> None:
     a, b = await backend(server), await backend(server)
-    await turn(a, long_text(480, seed=1))
-    await turn(b, long_text(220, seed=2))
+    await completed_turn(a, long_text(480, seed=1))
+    await completed_turn(b, long_text(220, seed=2))
     assert await a.make_title()
-    await turn(a, "Which module came first?")
+    await completed_turn(a, "Which module came first?")
     await b.make_title()
-    await turn(b, "Which module came last?")
-    await turn(a, "And the second one?")
-    await turn(b, "And the one before it?")
+    await completed_turn(b, "Which module came last?")
+    await completed_turn(a, "And the second one?")
+    await completed_turn(b, "And the one before it?")
     slots = {a.session.pinned_slot, b.session.pinned_slot}
     assert None not in slots and len(slots) == 2
     for s in (a, b):
-        first, *later = own(s)
+        first, *later = own_requests(s)
         assert first.prompt_n > 600  # cold
         for r in later:
             assert r.id_slot == s.session.pinned_slot
@@ -91,9 +73,9 @@ async def test_a_new_app_instance_resumes_warm_on_the_same_server(server: RealSe
     sid = pytest.shared_a  # type: ignore[attr-defined]
     before = SessionStore.default(server.paths).load(sid)
     again = await backend(server, resume=sid)
-    events = await turn(again, "ok?")
+    events = await completed_turn(again, "ok?")
     await again.close()
-    first = own(again)[len([r for r in before.requests if not r.side_call])]
+    first = own_requests(again)[len([r for r in before.requests if not r.side_call])]
     assert first.id_slot == before.pinned_slot
     assert share(first) >= 0.99, first
     done = events[-1]
@@ -112,7 +94,7 @@ class Recording(LocalBackend):
 
 async def test_a_request_never_reaches_a_busy_slot(server: RealServer) -> None:
     one = await backend(server)
-    await turn(one, "Count from one to ten.")
+    await completed_turn(one, "Count from one to ten.")
     slot = one.session.pinned_slot
     assert slot is not None
     other = Recording(server.settings(), server.paths, connector=server.connector())
@@ -133,7 +115,7 @@ async def test_a_request_never_reaches_a_busy_slot(server: RealServer) -> None:
         if states[slot].is_processing:
             break
         await asyncio.sleep(0.01)
-    await turn(other, "hello")
+    await completed_turn(other, "hello")
     await task
     await one.close()
     await other.close()
@@ -146,17 +128,17 @@ async def test_a_request_never_reaches_a_busy_slot(server: RealServer) -> None:
 
 async def test_resume_after_a_daemon_restart_restores_the_saved_slot(server: RealServer) -> None:
     c = await backend(server)
-    await turn(c, long_text(480, seed=3))
-    cold = own(c)[0]
+    await completed_turn(c, long_text(480, seed=3))
+    cold = own_requests(c)[0]
     await c.close()  # leaving saves the slot
     assert (server.paths.slot_save_dir / f"{c.session.id}.kv").is_file()
     await server.restart()
     again = await backend(server, resume=c.session.id)
-    events = await turn(again, "ok?")
+    events = await completed_turn(again, "ok?")
     await again.close()
     notes = [e.text for e in events if isinstance(e, Notice)]
     assert notes and notes[0].startswith("restored the saved slot into slot")
-    warm = own(again)[-1]
+    warm = own_requests(again)[-1]
     assert warm.id_slot == again.session.pinned_slot
     assert share(warm) >= 0.99, warm
     assert warm.ttft_ms < 0.2 * cold.ttft_ms, (warm.ttft_ms, cold.ttft_ms)
@@ -175,7 +157,7 @@ async def test_a_mismatched_slot_file_is_refused(server: RealServer) -> None:
     tag["n_ctx"] = 8192
     tag_path.write_text(json.dumps(tag))
     again = await backend(server, resume=sid)
-    events = await turn(again, "fine?")
+    events = await completed_turn(again, "fine?")
     await again.close()
     notes = [e.text for e in events if isinstance(e, Notice)]
     assert notes == [

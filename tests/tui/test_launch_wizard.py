@@ -12,6 +12,7 @@ from textual.widgets import Button, Input, OptionList, Static
 
 from fusion_tui.config import Settings
 from fusion_tui.config.settings import LocalModelsSettings, ManagedSettings, UISettings
+from fusion_tui.launch_choice import LaunchChoice
 from fusion_tui.models_registry import ModelsRegistry
 from fusion_tui.paths import AppPaths
 from fusion_tui.runtime import Connection
@@ -21,14 +22,7 @@ from fusion_tui.server.probe import ProbeResult
 from fusion_tui.server.records import LaunchRecord
 from fusion_tui.server.types import Props
 from fusion_tui.status import ServerStatus
-from fusion_tui.tui.screens.launch_wizard import (
-    LAUNCH,
-    PICK,
-    PLAN,
-    GGUFTree,
-    LaunchChoice,
-    LaunchWizard,
-)
+from fusion_tui.tui.screens.launch_wizard import LAUNCH, PICK, PLAN, GGUFTree, LaunchWizard
 from fusion_tui.tui.themes import choose_theme, install_themes, load_themes
 
 GIB = 1024**3

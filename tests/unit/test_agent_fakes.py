@@ -11,8 +11,8 @@ from typing import Any
 import anyio
 
 from fusion_tui.agent.approval import ApprovalGate, ApprovalRequest, Decision
-from fusion_tui.agent.loop import AgentDeps
 from fusion_tui.agent.prompt import MachineFacts, TemplateFrame, build_stable_prefix
+from fusion_tui.agent.task import AgentDeps
 from fusion_tui.agent.tools.registry import CORE_TOOLS
 from fusion_tui.agent.tools.workspace import Workspace
 from fusion_tui.server.types import StreamEnd, StreamEvent, TextDelta, Timings

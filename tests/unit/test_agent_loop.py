@@ -17,7 +17,8 @@ from fusion_tui.agent.events import (
     ToolFinished,
     ToolStarted,
 )
-from fusion_tui.agent.loop import AgentConfig, run_task
+from fusion_tui.agent.loop import run_task
+from fusion_tui.agent.task import AgentConfig
 from fusion_tui.agent.tools import ToolResult
 from tests.fakes.clock import FakeClock
 from tests.unit.test_agent_fakes import FakeSlots, Say, Script, act, make_deps

@@ -2,57 +2,33 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from fusion_tui import cli
 from fusion_tui.paths import AppPaths
 from fusion_tui.sessions.model import Session
 from fusion_tui.sessions.store import SessionStore
-from tests.fakes.fake_server import FakeLlamaServer, Reply
-
-
-def act(tool: str, **args: Any) -> Reply:
-    return Reply(text=[json.dumps({"tool": tool, "args": args})], prompt_seconds=0.01)
-
-
-@pytest.fixture
-def srv(app_home: AppPaths, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeLlamaServer]:
-    with FakeLlamaServer(total_slots=2, n_ctx=8192) as server:
-        monkeypatch.setenv("FUSION_TUI_SERVER__MODE", "external")
-        monkeypatch.setenv("FUSION_TUI_SERVER__URL", server.url)
-        yield server
+from tests.fakes.fake_server import FakeLlamaServer
+from tests.unit.cli_support import act, call_cli, json_lines, workspace
 
 
 @pytest.fixture
 def ws(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    root.mkdir()
-    (root / "notes.md").write_text("# notes\n")
-    return root
+    return workspace(tmp_path, {"notes.md": "# notes\n"})
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = cli.main(["run", *argv])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def lines(out: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in out.splitlines()]
+    return call_cli(capsys, "run", *argv)
 
 
 def test_json_lines_for_requests_tools_progress_and_the_outcome_last(
-    srv: FakeLlamaServer, ws: Path, app_home: AppPaths, capsys: pytest.CaptureFixture[str]
+    cli_server: FakeLlamaServer, ws: Path, app_home: AppPaths, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    srv.script(act("list_dir"), act("finish", summary="one file: notes.md"))
+    cli_server.script(act("list_dir"), act("finish", summary="one file: notes.md"))
     code, out, _ = run(capsys, "list the files", "--workspace", str(ws), "--json")
     assert code == 0
-    events = lines(out)
+    events = json_lines(out)
     kinds = [e["event"] for e in events]
     assert kinds[-1] == "outcome" and kinds.count("outcome") == 1
     assert [e["event"] for e in events if e["event"] in ("request", "tool")] == [
@@ -75,9 +51,9 @@ def test_json_lines_for_requests_tools_progress_and_the_outcome_last(
 
 
 def test_without_json_the_summary_goes_to_stdout_and_progress_to_stderr(
-    srv: FakeLlamaServer, ws: Path, capsys: pytest.CaptureFixture[str]
+    cli_server: FakeLlamaServer, ws: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    srv.script(act("list_dir"), act("finish", summary="Found notes.md."))
+    cli_server.script(act("list_dir"), act("finish", summary="Found notes.md."))
     code, out, err = run(capsys, "list the files", "--workspace", str(ws))
     assert code == 0
     assert out == "Found notes.md.\n"
@@ -85,44 +61,44 @@ def test_without_json_the_summary_goes_to_stdout_and_progress_to_stderr(
 
 
 def test_a_session_continues_with_session_id(
-    srv: FakeLlamaServer, ws: Path, app_home: AppPaths, capsys: pytest.CaptureFixture[str]
+    cli_server: FakeLlamaServer, ws: Path, app_home: AppPaths, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    srv.script(act("finish", summary="a"), act("finish", summary="b"))
+    cli_server.script(act("finish", summary="a"), act("finish", summary="b"))
     code, out, _ = run(capsys, "first", "--workspace", str(ws), "--json")
-    sid = lines(out)[-1]["session"]
+    sid = json_lines(out)[-1]["session"]
     code2, out2, _ = run(capsys, "second", "--session", sid, "--json")
     assert (code, code2) == (0, 0)
-    assert lines(out2)[-1] == {"event": "outcome", "outcome": "completed", "session": sid}
+    assert json_lines(out2)[-1] == {"event": "outcome", "outcome": "completed", "session": sid}
     saved = SessionStore.default(app_home).load(sid)
     assert [m.content for m in saved.messages if m.role == "user"] == ["first", "second"]
     assert saved.workspace == str(ws.resolve())  # taken from the session the second time
 
 
 def test_a_step_limit_gives_max_steps_and_exit_1(
-    srv: FakeLlamaServer, ws: Path, capsys: pytest.CaptureFixture[str]
+    cli_server: FakeLlamaServer, ws: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    srv.script(act("list_dir"), act("finish", summary="ran out of steps"))
+    cli_server.script(act("list_dir"), act("finish", summary="ran out of steps"))
     code, out, _ = run(capsys, "x", "--workspace", str(ws), "--max-steps", "1", "--json")
     assert code == 1
-    assert lines(out)[-1]["outcome"] == "max_steps"
+    assert json_lines(out)[-1]["outcome"] == "max_steps"
 
 
 def test_writes_are_denied_without_yes_and_allowed_with_it(
-    srv: FakeLlamaServer, ws: Path, capsys: pytest.CaptureFixture[str]
+    cli_server: FakeLlamaServer, ws: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     write = act("write_file", path="new.txt", content="hi\n")
-    srv.script(write, act("finish", summary="no"), write, act("finish", summary="yes"))
+    cli_server.script(write, act("finish", summary="no"), write, act("finish", summary="yes"))
     run(capsys, "write it", "--workspace", str(ws), "--json")
     assert not (ws / "new.txt").exists()
     code, out, _ = run(capsys, "write it", "--workspace", str(ws), "--json", "--yes")
     assert code == 0
     assert (ws / "new.txt").read_text() == "hi\n"
-    assert {"event": "tool", "name": "write_file", "ok": True} in lines(out)
+    assert {"event": "tool", "name": "write_file", "ok": True} in json_lines(out)
 
 
 @pytest.mark.parametrize("case", ["unknown", "damaged", "not-an-id", "workspace", "empty"])
 def test_bad_input_exits_2_with_one_line(
-    srv: FakeLlamaServer,
+    cli_server: FakeLlamaServer,
     ws: Path,
     app_home: AppPaths,
     case: str,
@@ -146,7 +122,7 @@ def test_bad_input_exits_2_with_one_line(
     assert code == 2
     assert out == ""
     assert len(err.strip().splitlines()) == 1 and err.startswith("fusion-tui run: ")
-    assert not [r for r in srv.requests if r.path == "/completion"]
+    assert not [r for r in cli_server.requests if r.path == "/completion"]
 
 
 def test_an_unreachable_server_exits_1_and_keeps_the_users_words(
@@ -159,7 +135,7 @@ def test_an_unreachable_server_exits_1_and_keeps_the_users_words(
     monkeypatch.setenv("FUSION_TUI_SERVER__URL", url)
     code, out, err = run(capsys, "keep me", "--workspace", str(ws), "--json")
     assert code == 1
-    outcome = lines(out)[-1]
+    outcome = json_lines(out)[-1]
     assert outcome["event"] == "outcome" and outcome["outcome"] == "error"
     assert "cannot reach" in err
     saved = SessionStore.default(app_home).load(outcome["session"])
@@ -167,7 +143,7 @@ def test_an_unreachable_server_exits_1_and_keeps_the_users_words(
 
 
 def test_two_run_sessions_alternate_on_their_own_slots(
-    srv: FakeLlamaServer, ws: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    cli_server: FakeLlamaServer, ws: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The chat's slot policy on `run` too: B's first task takes an empty slot, not the slot
     holding A's prompt (which shares the whole stable prefix with B's)."""
@@ -177,12 +153,12 @@ def test_two_run_sessions_alternate_on_their_own_slots(
     slots: dict[str, set[int]] = {"A": set(), "B": set()}
     for r in range(2):
         for name, folder in (("A", ws), ("B", other)):
-            srv.script(act("finish", summary=f"{name}{r}"))
+            cli_server.script(act("finish", summary=f"{name}{r}"))
             argv = [f"task {r} of {name}", "--json"]
             argv += ["--session", ids[name]] if name in ids else ["--workspace", str(folder)]
             code, out, _ = run(capsys, *argv)
             assert code == 0
-            events = lines(out)
+            events = json_lines(out)
             ids[name] = events[-1]["session"]
             slots[name] |= {e["id_slot"] for e in events if e["event"] == "request"}
     assert len(slots["A"]) == len(slots["B"]) == 1 and slots["A"] != slots["B"], slots

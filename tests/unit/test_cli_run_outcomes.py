@@ -2,51 +2,30 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from fusion_tui import cli
 from fusion_tui.paths import AppPaths
 from fusion_tui.sessions.store import SessionStore
-from tests.fakes.fake_server import FakeLlamaServer, Reply
-
-
-def act(tool: str, **args: Any) -> Reply:
-    return Reply(text=[json.dumps({"tool": tool, "args": args})], prompt_seconds=0.01)
-
-
-@pytest.fixture
-def srv(app_home: AppPaths, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeLlamaServer]:
-    with FakeLlamaServer(total_slots=2, n_ctx=8192) as server:
-        monkeypatch.setenv("FUSION_TUI_SERVER__MODE", "external")
-        monkeypatch.setenv("FUSION_TUI_SERVER__URL", server.url)
-        yield server
+from tests.fakes.fake_server import FakeLlamaServer
+from tests.unit.cli_support import act, json_lines, workspace
 
 
 @pytest.fixture
 def ws(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    root.mkdir()
-    (root / "hello.txt").write_text("hi\n")
-    return root
-
-
-def lines(out: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in out.splitlines()]
+    return workspace(tmp_path, {"hello.txt": "hi\n"})
 
 
 def test_a_repeated_failing_call_ends_stuck_with_exit_1_and_is_saved(
-    srv: FakeLlamaServer, ws: Path, app_home: AppPaths, capsys: pytest.CaptureFixture[str]
+    cli_server: FakeLlamaServer, ws: Path, app_home: AppPaths, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    srv.script(*[act("list_dir", path="hello.txt")] * 5)
+    cli_server.script(*[act("list_dir", path="hello.txt")] * 5)
     code = cli.main(["run", "list it", "--workspace", str(ws), "--json"])
     out, _ = capsys.readouterr()
     assert code == 1
-    events = lines(out)
+    events = json_lines(out)
     assert events[-1]["event"] == "outcome" and events[-1]["outcome"] == "stuck"
     tools = [e for e in events if e["event"] == "tool"]
     assert len(tools) == 3  # the fourth and fifth calls never ran
@@ -55,31 +34,31 @@ def test_a_repeated_failing_call_ends_stuck_with_exit_1_and_is_saved(
 
 
 def test_json_tool_events_carry_the_error_the_human_output_shows(
-    srv: FakeLlamaServer, ws: Path, capsys: pytest.CaptureFixture[str]
+    cli_server: FakeLlamaServer, ws: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     script = [act("read_file", path="src/missing.ts"), act("finish", summary="gave up")]
-    srv.script(*script)
+    cli_server.script(*script)
     assert cli.main(["run", "read it", "--workspace", str(ws), "--json"]) == 0
     out, _ = capsys.readouterr()
-    (tool,) = [e for e in lines(out) if e["event"] == "tool"]
+    (tool,) = [e for e in json_lines(out) if e["event"] == "tool"]
     assert tool["ok"] is False
     assert tool["error"].startswith("src/missing.ts does not exist")
-    srv.script(*script)
+    cli_server.script(*script)
     assert cli.main(["run", "read it", "--workspace", str(ws)]) == 0
     _, err = capsys.readouterr()
     assert f"    {tool['error']}\n" in err
-    srv.script(act("list_dir"), act("finish", summary="ok"))
+    cli_server.script(act("list_dir"), act("finish", summary="ok"))
     assert cli.main(["run", "list", "--workspace", str(ws), "--json"]) == 0
     out, _ = capsys.readouterr()
-    (ok_tool,) = [e for e in lines(out) if e["event"] == "tool"]
+    (ok_tool,) = [e for e in json_lines(out) if e["event"] == "tool"]
     assert ok_tool == {"event": "tool", "name": "list_dir", "ok": True}
 
 
 def test_a_placeholder_finish_is_not_completed(
-    srv: FakeLlamaServer, ws: Path, capsys: pytest.CaptureFixture[str]
+    cli_server: FakeLlamaServer, ws: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     placeholder = "(interrupted before this step was answered)"
-    srv.script(act("finish", summary=placeholder), act("finish", summary=placeholder))
+    cli_server.script(act("finish", summary=placeholder), act("finish", summary=placeholder))
     code = cli.main(["run", "fix it", "--workspace", str(ws)])
     out, err = capsys.readouterr()
     assert code == 1

@@ -11,15 +11,11 @@ from pathlib import Path
 import pytest
 
 from fusion_tui.cli.shell import EXIT_BROKEN_PIPE, needs_terminal
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.child_env import child_env
 
 
 def env_for(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FUSION_TUI_")}
-    env["FUSION_TUI_HOME"] = str(home)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    return env
+    return child_env(home)
 
 
 def test_the_app_without_a_terminal_says_so_and_exits_2(tmp_path: Path) -> None:

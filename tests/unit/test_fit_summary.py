@@ -23,25 +23,14 @@ from fusion_tui.fit.summary import (
     step_titles,
 )
 from fusion_tui.status import ServerStatus
-from tests.tinymodels import write_metadata
+from tests.tinymodels import write_header
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
-BASE = {
-    ".block_count": 6,
-    ".context_length": 32768,
-    ".embedding_length": 256,
-    ".attention.head_count": 8,
-    ".attention.head_count_kv": 2,
-    "general.file_type": 15,
-}
 
 
 def model(tmp_path: Path, arch: str, **extra: Any) -> Path:
-    kv: dict[str, Any] = dict(BASE)
-    for key, value in extra.items():
-        kv["." + key.replace("__", ".")] = value
-    return write_metadata(tmp_path / f"{arch}.Q4_K_M.gguf", arch, kv)
+    return write_header(tmp_path / f"{arch}.Q4_K_M.gguf", arch, **extra)
 
 
 def rows(plan: Any) -> dict[str, str]:

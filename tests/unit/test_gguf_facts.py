@@ -9,24 +9,11 @@ import pytest
 
 from fusion_tui.gguf.facts import ModelFacts, read_model_facts
 from fusion_tui.gguf.reader import GGUFError
-from tests.tinymodels import write_metadata
-
-BASE = {
-    ".block_count": 6,
-    ".context_length": 32768,
-    ".embedding_length": 256,
-    ".attention.head_count": 8,
-    ".attention.head_count_kv": 2,
-    "general.file_type": 15,
-}
+from tests.tinymodels import write_header, write_metadata
 
 
 def facts(tmp_path: Path, arch: str, **extra: Any) -> ModelFacts:
-    kv = dict(BASE)
-    for key, value in extra.items():
-        kv["." + key.replace("__", ".")] = value
-    kv = {k: v for k, v in kv.items() if v is not None}
-    return read_model_facts(write_metadata(tmp_path / f"{arch}.gguf", arch, kv))
+    return read_model_facts(write_header(tmp_path / f"{arch}.gguf", arch, **extra))
 
 
 def test_plain_llama(tmp_path: Path) -> None:

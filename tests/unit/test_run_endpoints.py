@@ -11,14 +11,10 @@ from typing import Any
 
 import pytest
 
-from fusion_tui import cli
 from fusion_tui.paths import AppPaths
 from fusion_tui.sessions.store import SessionStore
-from tests.fakes.fake_server import FakeLlamaServer, Reply
-
-
-def act(tool: str, **args: Any) -> Reply:
-    return Reply(text=[json.dumps({"tool": tool, "args": args})], prompt_seconds=0.01)
+from tests.fakes.fake_server import FakeLlamaServer
+from tests.unit.cli_support import act, call_cli, workspace
 
 
 @pytest.fixture
@@ -38,16 +34,11 @@ def two(app_home: AppPaths) -> Iterator[tuple[FakeLlamaServer, FakeLlamaServer]]
 
 @pytest.fixture
 def ws(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    root.mkdir()
-    (root / "notes.md").write_text("# notes\n")
-    return root
+    return workspace(tmp_path, {"notes.md": "# notes\n"})
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = cli.main(["run", *argv])
-    out, err = capsys.readouterr()
-    return code, out, err
+    return call_cli(capsys, "run", *argv)
 
 
 def requests(out: str) -> list[dict[str, Any]]:

@@ -7,7 +7,6 @@ SIGTERM (what `timeout` sends) and SIGINT save the session, say what was kept on
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -19,14 +18,11 @@ from typing import Any
 import pytest
 
 from fusion_tui.sessions.store import SessionStore
+from tests.child_env import child_env
 from tests.fakes.fake_server import FakeLlamaServer, Reply
+from tests.unit.cli_support import act
 
-ROOT = Path(__file__).resolve().parents[2]
 STEPS = 3
-
-
-def act(tool: str, **args: Any) -> Reply:
-    return Reply(text=[json.dumps({"tool": tool, "args": args})], prompt_seconds=0.01)
 
 
 @pytest.fixture
@@ -39,12 +35,8 @@ def start_run(srv: FakeLlamaServer, tmp_path: Path) -> tuple[subprocess.Popen[st
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "notes.md").write_text("# notes\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FUSION_TUI_")}
-    env.update(
-        FUSION_TUI_HOME=str(tmp_path / "home"),
-        FUSION_TUI_SERVER__MODE="external",
-        FUSION_TUI_SERVER__URL=srv.url,
-        PYTHONPATH=str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
+    env = child_env(
+        tmp_path / "home", FUSION_TUI_SERVER__MODE="external", FUSION_TUI_SERVER__URL=srv.url
     )
     child = subprocess.Popen(
         [sys.executable, "-m", "fusion_tui", "run", "look around", "--workspace", str(ws),

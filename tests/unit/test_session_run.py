@@ -13,7 +13,6 @@ import pytest
 from fusion_tui.agent.approval import DenyAll
 from fusion_tui.agent.deadline import CancelToken
 from fusion_tui.agent.events import AgentEvent, RequestDone, ToolFinished
-from fusion_tui.agent.loop import AgentConfig
 from fusion_tui.agent.prompt import TemplateFrame
 from fusion_tui.agent.session_run import (
     AgentHost,
@@ -22,6 +21,7 @@ from fusion_tui.agent.session_run import (
     machine_facts,
     open_session,
 )
+from fusion_tui.agent.task import AgentConfig
 from fusion_tui.agent.tools.workspace import Workspace
 from fusion_tui.agent.transcript import load_transcript, packer_path
 from fusion_tui.runtime import Connection

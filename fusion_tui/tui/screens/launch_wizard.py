@@ -6,7 +6,8 @@ path or a `.gguf`-only file tree); 2 the header facts, the memory budget and fit
 3 the launch, stage by stage, then the ready line with measured tok/s and the KV estimate against
 the server's allocation. Header reads and fits run in workers on this screen (dismissing it
 cancels them); the launcher is injected (`runtime.connect` by default) so tests use a fake. The
-words come from `fusion_tui.fit.summary`, which is tested without Textual.
+words come from `fusion_tui.fit.summary`, which is tested without Textual. Step 3 lives in
+`wizard_launch` (the base screen), the model list's options in `model_options`.
 """
 
 from __future__ import annotations
@@ -22,41 +23,35 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.reactive import reactive
-from textual.screen import ModalScreen
 from textual.widgets import Button, ContentSwitcher, DirectoryTree, Input, OptionList, Static
-from textual.widgets.option_list import Option
 
 from fusion_tui.config import Settings
-from fusion_tui.demo_model import DEMO_NAME, demo_model_path
+from fusion_tui.demo_model import demo_model_path
 from fusion_tui.fit.launch_plan import LaunchPlan
 from fusion_tui.fit.summary import (
     MAX_SLOTS,
     SummaryRow,
     check_model_path,
     display_path,
-    kv_check_line,
     one_line,
     parse_slots,
     plan_rows,
-    stage_lines,
     step_titles,
 )
 from fusion_tui.launch_choice import LaunchChoice, Launcher, Planner, plan_with_settings
 from fusion_tui.models_registry import ModelsRegistry
 from fusion_tui.paths import AppPaths
-from fusion_tui.runtime import Connection, connect
-from fusion_tui.server.errors import DaemonStartError
-from fusion_tui.server.probe import model_display_name, ready_line
+from fusion_tui.runtime import connect
 from fusion_tui.status import ServerStatus
+from fusion_tui.tui.screens.model_options import model_options
+from fusion_tui.tui.screens.wizard_launch import LAUNCH, PICK, PLAN, WizardLaunch
 from fusion_tui.tui.widgets.gguf_tree import GGUFTree
 
 SLOTS_NOTE = f"1–{MAX_SLOTS}; the fit follows as you type · enter launches"
-PICK, PLAN, LAUNCH = 1, 2, 3
 _STEP_IDS = {PICK: "step-pick", PLAN: "step-plan", LAUNCH: "step-launch"}
 
 
-class LaunchWizard(ModalScreen[LaunchChoice | None]):
+class LaunchWizard(WizardLaunch):
     """Pick → check → launch. Esc closes (after a launch: keeps it and closes)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -108,9 +103,6 @@ class LaunchWizard(ModalScreen[LaunchChoice | None]):
     LaunchWizard #wizard-buttons Button { margin-left: 2; }
     """
 
-    step: reactive[int] = reactive(PICK, init=False)
-    """1 pick, 2 check the fit, 3 launch."""
-
     def __init__(
         self,
         settings: Settings,
@@ -141,7 +133,6 @@ class LaunchWizard(ModalScreen[LaunchChoice | None]):
         """The lines of step 2, as shown (see `fit.summary.plan_rows`)."""
         self.stages: list[ServerStatus] = []
         self.launch_state = "idle"
-        """`idle`, `launching`, `ready`, `failed`."""
         self.launch_error = ""
         self.plan_error = ""
         """Why the current slot count cannot launch (empty: it can)."""
@@ -157,7 +148,9 @@ class LaunchWizard(ModalScreen[LaunchChoice | None]):
             with ContentSwitcher(initial=_STEP_IDS[PICK]):
                 with Vertical(id="step-pick", classes="step"):
                     yield Static("Recent models", classes="heading")
-                    options = self._model_options()
+                    options, self.choices = model_options(
+                        self.registry, self.demo_path, self.show_path
+                    )
                     yield OptionList(*options, id="models")
                     if not options:
                         yield Static("No recent models yet, and the demo model is not installed.",
@@ -194,28 +187,6 @@ class LaunchWizard(ModalScreen[LaunchChoice | None]):
             models.focus()
         else:
             self.query_one("#path", Input).focus()
-
-    def _model_options(self) -> list[Option]:
-        self.choices = []
-        options: list[Option] = []
-        seen: set[str] = set()
-        entries = self.registry.recent() if self.registry else []
-        for entry in entries:
-            path = Path(entry.path)
-            detail = self.show_path(path)
-            if entry.parallel:
-                detail += f" · last {entry.parallel} slot" + ("s" if entry.parallel > 1 else "")
-            options.append(self._option(model_display_name(path), detail))
-            self.choices.append(path)
-            seen.add(str(path.absolute()))
-        if self.demo_path is not None and str(self.demo_path.absolute()) not in seen:
-            options.append(self._option(DEMO_NAME, "the demo model, shipped with fusion-tui"))
-            self.choices.append(self.demo_path)
-        return options
-
-    def _option(self, name: str, detail: str) -> Option:
-        text = Text.assemble((name, "bold"), "  ", (detail, "dim"))
-        return Option(text, id=f"model-{len(self.choices)}")
 
     def _steps_text(self) -> Text:
         text = Text()
@@ -363,92 +334,6 @@ class LaunchWizard(ModalScreen[LaunchChoice | None]):
             return
         self.query_one("#slots-note", Static).update(SLOTS_NOTE)
         self._show_plan(plan)
-
-    # --- step 3: launch -------------------------------------------------------------------------
-
-    def start_launch(self) -> None:
-        if self.plan is None:
-            return
-        self.stages = []
-        self.launch_state = "launching"
-        self.launch_error = ""
-        self.query_one("#launch-result", Static).update("")
-        self.query_one("#launch-result", Static).remove_class("-ready")
-        log = self.query_one("#launch-log", Static)
-        log.update("")
-        log.remove_class("-shown")
-        self._draw_stages()
-        self.step = LAUNCH
-        self._sync_buttons()
-        self.run_launch(self.plan)
-
-    def report(self, status: ServerStatus) -> None:
-        """The launcher's status callback: one line per stage."""
-        self.stages.append(status)
-        self._draw_stages()
-
-    def _draw_stages(self) -> None:
-        plan = self.plan
-        name = model_display_name(plan.model_path) if plan else "the model"
-        lines = stage_lines(name, plan.parallel if plan else 0, self.stages, self.launch_state)
-        self.query_one("#launch-stages", Static).update("\n".join(lines))
-
-    @work(exclusive=True, group="launch", exit_on_error=False, description="launch llama-server")
-    async def run_launch(self, plan: LaunchPlan) -> None:
-        paths = self.paths or AppPaths.default()
-        try:
-            conn = await self.launcher(
-                self.settings, paths, self.report, model=str(plan.model_path),
-                parallel=plan.parallel,
-            )  # fmt: skip
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # every failure is shown, the wizard stays open
-            self._launch_failed(exc)
-            return
-        self._launch_ready(plan, conn)
-
-    def _launch_failed(self, exc: Exception) -> None:
-        self.launch_state = "failed"
-        self.launch_error = one_line(exc)
-        self._draw_stages()
-        self.query_one("#launch-result", Static).update(f"The launch failed: {self.launch_error}")
-        tail = exc.log_tail if isinstance(exc, DaemonStartError) else ""
-        if tail:
-            log = self.query_one("#launch-log", Static)
-            log.update("last lines of the server log:\n" + tail)
-            log.add_class("-shown")
-        self._sync_buttons()
-
-    def _launch_ready(self, plan: LaunchPlan, conn: Connection) -> None:
-        self.launch_state = "ready"
-        self.choice = LaunchChoice(plan.model_path, plan.parallel, plan, conn)
-        self._draw_stages()
-        if conn.record is not None:
-            lines = [ready_line(conn.record, conn.probe)]
-            lines.append(kv_check_line(conn.record.kv_estimate_bytes,
-                                       conn.record.kv_allocated_bytes))  # fmt: skip
-        else:
-            lines = [conn.status.summary()]
-        result = self.query_one("#launch-result", Static)
-        result.update("\n".join(lines))
-        result.add_class("-ready")
-        if self.registry is not None:
-            try:
-                self.registry.remember(
-                    plan.model_path, parallel=plan.parallel, ctx=plan.ctx,
-                    prefix_reuse=plan.prefix_reuse,
-                    architecture=plan.facts.architecture if plan.facts else None,
-                )  # fmt: skip
-            except OSError as exc:
-                self.notify(f"Recent models not saved: {one_line(exc)}", markup=False)
-        self._sync_buttons()
-
-    def cancel_launch(self) -> None:
-        self.workers.cancel_group(self, "launch")
-        self.launch_state = "idle"
-        self.step = PLAN
-        self._set_plan_error("launch cancelled")
 
     # --- buttons and keys -----------------------------------------------------------------------
 

@@ -1,0 +1,84 @@
+"""What one agent task is given and gives back: `AgentConfig`, `AgentDeps`, `TaskResult`.
+
+Kept apart from the step loop (`loop.py`) so the session runner, the benches and the tests can
+build a task's inputs without reading the loop; `loop` imports them back for its callers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from fusion_tui.agent.approval import ApprovalGate
+from fusion_tui.agent.deadline import DEFAULT_FINALIZATION_MS, DEFAULT_MAX_DURATION_MS
+from fusion_tui.agent.delegate import DelegatePolicy
+from fusion_tui.agent.events import EventSink, Outcome, RequestDone
+from fusion_tui.agent.prompt import PrefixReuse, PromptPacker, TemplateFrame
+from fusion_tui.agent.protocol import ToolSpec
+from fusion_tui.agent.request import CompletionFn, SlotChooser
+from fusion_tui.agent.tools.registry import CORE_TOOLS, DELEGATE
+from fusion_tui.agent.tools.workspace import Workspace
+from fusion_tui.clock import Clock, MonotonicClock
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    max_steps: int = 40
+    max_duration_ms: int = DEFAULT_MAX_DURATION_MS
+    finalization_ms: int = DEFAULT_FINALIZATION_MS
+    n_predict: int = 2048
+    summary_n_predict: int = 512
+    max_failed_steps: int = 3
+    compact_threshold: float = 0.85
+    finalize: bool = True
+    """Run the reserved summary step on time_ceiling/max_steps (workers don't)."""
+    sampling: dict[str, Any] = field(default_factory=lambda: {"temperature": 0.2})
+    shell_timeout_s: float = 120.0
+
+
+@dataclass
+class AgentDeps:
+    """Everything the loop talks to; all injected."""
+
+    completion: CompletionFn
+    slots: SlotChooser
+    gate: ApprovalGate
+    workspace: Workspace
+    frame: TemplateFrame
+    stable_prefix: str
+    """From `prompt.build_stable_prefix(tools_for(...), machine_facts, project_facts)`."""
+    n_ctx: int
+    prefix_reuse: PrefixReuse = "full"
+    clock: Clock = field(default_factory=MonotonicClock)
+    on_event: EventSink = field(default=lambda e: None)
+    tools: tuple[ToolSpec, ...] = CORE_TOOLS
+    delegate: DelegatePolicy | None = None
+    """When set, the `delegate` tool is offered (workers run under this policy)."""
+    workspace_facts: bool = True
+    """Add the workspace's top-level files and real-path examples to the task's system message
+    (`workspace_facts.py`); off only to measure the old prompt."""
+
+
+def tools_for(deps_tools: tuple[ToolSpec, ...], with_delegate: bool) -> tuple[ToolSpec, ...]:
+    base = tuple(t for t in deps_tools if t.name != "delegate")
+    return (*base[:-1], DELEGATE, base[-1]) if with_delegate else base
+
+
+@dataclass
+class TaskResult:
+    outcome: Outcome
+    summary: str
+    steps: int
+    session_id: str
+    packer: PromptPacker
+    """The whole transcript (append-only); persist `packer.to_dict()` with the session."""
+    requests: list[RequestDone] = field(default_factory=list)
+    error: str = ""
+    slot: int = -1
+    archived: list[dict[str, Any]] = field(default_factory=list)
+    """Transcripts replaced by a compaction, oldest first (kept for the session, not the prompt)."""
+
+
+def with_config(config: AgentConfig, **changes: Any) -> AgentConfig:
+    return dataclasses.replace(config, **changes)
