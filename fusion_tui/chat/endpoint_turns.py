@@ -17,7 +17,7 @@ from functools import partial
 from typing import Protocol, runtime_checkable
 
 from fusion_tui.chat.endpoint_view import EndpointSlotView
-from fusion_tui.chat.events import Notice, ReplyEvent, TurnEndpoint
+from fusion_tui.chat.events import EndpointMoved, Notice, ReplyEvent, TurnEndpoint
 from fusion_tui.chat.slot_keeper import SlotKeeper
 from fusion_tui.config import Settings
 from fusion_tui.endpoints.placement import Placement
@@ -117,7 +117,9 @@ async def before_turn(backend: LocalBackend) -> tuple[int, list[ReplyEvent]]:
     _attach(backend, route)
     if len(pins.labels) > 1:  # the status line names it only with several endpoints
         notes.append(TurnEndpoint(route.label))
-    if route.note:
+    if moved is not None:  # headless chat says it on stderr (the TUI asked first)
+        notes.append(EndpointMoved(route.note, endpoint=route.label, moved_from=moved))
+    elif route.note:
         notes.append(Notice(route.note))
     return route.slot, notes
 
@@ -137,6 +139,13 @@ async def after_no_data(backend: LocalBackend) -> tuple[int, list[ReplyEvent]] |
     if backend.endpoint_turn is not None and backend.endpoint_turn.route.label != turn.route.label:
         backend.endpoint_turn.moved_from = before
     return slot, notes
+
+
+def restart_note(backend: LocalBackend) -> str:
+    """Said when a broken answer is sent again on the endpoint the session moved to."""
+    turn = backend.endpoint_turn
+    where = turn.route.label if turn is not None else "another endpoint"
+    return f"the answer broke off; sending the turn again on {where} (the partial answer is dropped)"
 
 
 async def _may_move(backend: LocalBackend, placed: Placement) -> bool:

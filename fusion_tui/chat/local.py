@@ -29,7 +29,14 @@ from fusion_tui.chat.backend import (
     said,
 )
 from fusion_tui.chat.compaction import SUMMARY_TOKENS, Compactor, load_summary, reply_reserve
-from fusion_tui.chat.events import Compacted, Notice, Progress, ReplyDone, ReplyEvent
+from fusion_tui.chat.events import (
+    AnswerRestarted,
+    Compacted,
+    Notice,
+    Progress,
+    ReplyDone,
+    ReplyEvent,
+)
 from fusion_tui.chat.notes import context_full_message, cost_note, stall_message
 from fusion_tui.chat.slot_keeper import SlotKeeper
 from fusion_tui.chat.titles import clean_title, continuation_slot, title_body
@@ -241,7 +248,8 @@ class LocalBackend:
             content, compacted = await self._content()
             if compacted is not None:
                 yield compacted
-            for attempt in (1, 2):
+            retried = moved_once = False
+            while True:
                 got = _Flag()
                 try:
                     # aclosing: a cancelled turn must release the slot's lock in this task
@@ -251,16 +259,23 @@ class LocalBackend:
                                 answer.append(event.text)
                             yield event
                     break
-                except NO_DATA as exc:
-                    if got.data or attempt == 2:
-                        raise
-                    if self.endpoints is not None:  # issue 14: its endpoint may be gone
+                except (*NO_DATA, StreamStalled) as exc:
+                    # issue 14: no answer, or the stream broke mid-answer: its endpoint may be
+                    # gone; then the turn is sent again elsewhere (once), the partial answer
+                    # dropped. One endpoint, or a healthy one: as before.
+                    if self.endpoints is not None and not moved_once:
                         moved = await endpoint_turns.after_no_data(self)
                         if moved is not None:
-                            slot = moved[0]
+                            moved_once, slot = True, moved[0]
+                            if got.data:
+                                answer.clear()
+                                yield AnswerRestarted(endpoint_turns.restart_note(self))
                             for shown in moved[1]:
                                 yield shown
                             continue
+                    if got.data or retried or not isinstance(exc, NO_DATA):
+                        raise
+                    retried = True
                     where = f"slot {slot}" if slot >= 0 else "the slot the server picks"
                     yield Notice(f"no data from llama-server ({exc}); retrying once on {where}")
             outcome, detail = (
