@@ -15,6 +15,7 @@ from textual.widgets import Footer, Static
 from fusion_tui.chat.backend import Backend, Unavailable
 from fusion_tui.chat.endpoint_view import GroupedSlotView  # several endpoints (issue 14)
 from fusion_tui.chat.events import (
+    AnswerRestarted,  # several endpoints (issue 14): a broken answer sent again elsewhere
     Compacted,
     LiveStep,  # agent mode: the step in progress
     Notice,
@@ -340,6 +341,9 @@ class MainScreen(Screen[None]):
                         await show_progress(self, event)
                     elif isinstance(event, PromptProgress):
                         status.activity = progress_text(event)
+                    elif isinstance(event, AnswerRestarted):  # issue 14: the new one replaces it
+                        status.activity = event.text
+                        await message.restart()
                     elif isinstance(event, Notice):
                         status.activity = event.text
                         if isinstance(event, Compacted):
