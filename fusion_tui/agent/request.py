@@ -27,6 +27,7 @@ from fusion_tui.clock import Clock
 from fusion_tui.server.errors import ServerError
 from fusion_tui.server.types import PromptProgress, StreamEnd, StreamEvent, TextDelta
 
+
 @dataclass(frozen=True)
 class StreamRestart:
     """The request is being sent again from the start (its endpoint went away mid-answer and

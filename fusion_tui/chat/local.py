@@ -195,8 +195,13 @@ class LocalBackend:
             return endpoint_turns.slot_view(self)
         return self.keeper
 
-    async def stop_server(self) -> None:
-        """Save every session's slot, then stop the managed daemon (never an external one)."""
+    async def stop_server(self) -> str | None:
+        """Save every session's slot, then stop the managed daemon (never an external one).
+        With several endpoints and the session on a remote one: only the managed server here
+        is stopped, and the sentence says so (the session keeps its endpoint)."""
+        said = await endpoint_turns.stop_managed(self)  # issue 14
+        if said is not None:
+            return said
         conn = self.keeper.conn
         if conn is None or conn.record is None:
             raise Unavailable("this server was not launched by fusion-tui; it is not ours to stop")
@@ -205,6 +210,7 @@ class LocalBackend:
         self.keeper.detach()
         await conn.client.aclose()
         await make_daemon(self.settings, self.paths).stop()
+        return None
 
     def chat_messages(self) -> list[dict[str, str]]:
         """The request's messages: a fixed system prompt, then the transcript, append-only."""

@@ -90,7 +90,7 @@ async def test_in_the_tui_agent_mode_asks_before_moving_and_waiting_keeps_the_wo
         )
         settings = Settings(server=ServerSettings(endpoints=eps))
         approver = AskingApprover(False, True)
-        backend = AgentBackend(settings, paths, ws, approver=approver)  # type: ignore[arg-type]
+        backend = AgentBackend(settings, paths, ws, approver=approver)
         await backend.start(lambda _s: None)
         try:
             a.script(act("finish", summary="done here"))
@@ -140,7 +140,7 @@ async def test_a_resumed_agent_session_whose_endpoint_is_gone_is_asked_about_on_
         await first.close()
         a.stop()
         approver = AskingApprover(False)
-        again = AgentBackend(settings, paths, ws, resume=sid, approver=approver)  # type: ignore[arg-type]
+        again = AgentBackend(settings, paths, ws, resume=sid, approver=approver)
         await again.start(lambda _s: None)  # placed elsewhere, not asked yet
         asked_at_start = len(approver.asked)
         try:

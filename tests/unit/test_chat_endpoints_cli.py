@@ -56,7 +56,7 @@ def test_chat_json_request_lines_carry_the_endpoint_and_a_move_is_said_and_marke
     app_home: AppPaths,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    a, b = two
+    a, _b = two
     code, out, err = chat(capsys, "hello", "--json")
     assert code == 0, err
     first = requests(out)
@@ -131,3 +131,16 @@ def test_with_one_endpoint_a_server_killed_mid_answer_is_an_error_and_the_messag
     assert [m.content for m in saved.messages if m.role == "user"] == ["keep my words"]
     assert saved.turns[-1].outcome == "error"
     assert saved.messages[-1].role == "assistant" and saved.messages[-1].content == "Half"
+
+
+def test_stop_with_a_remote_endpoint_says_it_stops_only_the_managed_server_here(
+    app_home: AppPaths, capsys: pytest.CaptureFixture[str]
+) -> None:
+    app_home.config_dir.mkdir(parents=True, exist_ok=True)
+    app_home.config_file.write_text(
+        "version: 3\nserver:\n  endpoints:\n    - managed: true\n      label: here\n"
+        "    - url: http://127.0.0.1:9\n      label: gpu-box\n"
+    )
+    assert cli.main(["stop"]) == 0
+    out = capsys.readouterr().out.strip()
+    assert out == "no managed llama-server was running; gpu-box is a remote endpoint: not stopped"

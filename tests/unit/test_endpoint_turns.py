@@ -193,7 +193,6 @@ async def test_a_server_killed_mid_answer_is_asked_about_then_the_turn_is_sent_a
     two: tuple[FakeLlamaServer, FakeLlamaServer], paths: AppPaths
 ) -> None:
     from fusion_tui.chat.events import AnswerRestarted, EndpointMoved
-
     from tests.fakes.fake_server import Reply
 
     a, b = two
@@ -216,3 +215,19 @@ async def test_a_server_killed_mid_answer_is_asked_about_then_the_turn_is_sent_a
     assert kinds.index(AnswerRestarted) < kinds.index(EndpointMoved)
     assert backend.session.messages[-1].content == "All of it."
     assert len(completions(b)) == 1
+
+
+async def test_stop_server_on_a_remote_endpoint_says_what_it_did_and_keeps_the_session_there(
+    two: tuple[FakeLlamaServer, FakeLlamaServer], paths: AppPaths
+) -> None:
+    a, b = two
+    backend = await backend_for(settings_for(a, b), paths)
+    await turn(backend, "hello")
+    said = await backend.stop_server()
+    events = await turn(backend, "still here?")
+    await backend.close()
+    assert said == (
+        "alpha is a remote endpoint: not stopped; no managed llama-server is configured on this "
+        "machine"
+    )
+    assert done(events).outcome == "completed" and backend.session.requests[-1].endpoint == "alpha"

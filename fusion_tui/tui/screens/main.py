@@ -274,9 +274,12 @@ class MainScreen(Screen[None]):
     async def action_stop_server(self) -> None:
         self.workers.cancel_group(self, "reply")
         try:
-            await self.backend.stop_server()
+            said = await self.backend.stop_server()
         except Unavailable as exc:
             self.app.notify(str(exc))
+            return
+        if said:  # issue 14: the session's endpoint is remote and still serves it
+            self.app.notify(said, title="Server", markup=False)
             return
         self.report_status(ServerStatus(state="stopped", model=self.server_status.model))
         self.app.notify("The managed llama-server was stopped.", title="Server")
