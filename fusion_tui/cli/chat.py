@@ -70,13 +70,15 @@ async def chat_turn(
     """One turn; the session is saved whatever happens; the backend is closed (slot saved)."""
     session = backend.session
     try:
-        await backend.start(out.status)
+        status = await backend.start(out.status)
     except ServerError as exc:
         save_failed_turn(backend.store, session, text, "", str(exc))
         out.error(getattr(exc, "message", "") or str(exc))
         out.outcome("error", session.id)
         backend.store.release(session.id)
         return 1
+    if status.fallback:  # issue 14: the managed start failed, a remote endpoint serves
+        out.note(status.fallback)
     outcome = "cancelled"
     try:
         outcome = await _stream(backend, text, out)

@@ -152,6 +152,8 @@ class MainScreen(Screen[None]):
             return
         self.report_status(status)
         notify_server_ready(self.app, status)
+        if status.fallback:  # issue 14: the managed start failed, a remote endpoint serves
+            await self.chat.add_message("notice", status.fallback)
         await self.mount_slot_map()
 
     async def mount_slot_map(self) -> None:
@@ -228,6 +230,8 @@ class MainScreen(Screen[None]):
         self.status_line.last_turn = ""
         self.report_status(status)
         notify_server_ready(self.app, status)
+        if status.fallback:  # issue 14: the managed start failed, a remote endpoint serves
+            await self.chat.add_message("notice", status.fallback)
         await self.mount_slot_map()
 
     @work(group="title", exit_on_error=False)
