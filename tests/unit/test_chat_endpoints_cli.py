@@ -144,3 +144,15 @@ def test_stop_with_a_remote_endpoint_says_it_stops_only_the_managed_server_here(
     assert cli.main(["stop"]) == 0
     out = capsys.readouterr().out.strip()
     assert out == "no managed llama-server was running; gpu-box is a remote endpoint: not stopped"
+
+
+def test_a_move_note_stays_on_one_line_even_when_the_server_error_has_line_breaks() -> None:
+    import io
+
+    from fusion_tui.cli.printer import Printer
+
+    err = io.StringIO()
+    out = Printer(json_mode=True, prog="fusion-tui chat", stdout=io.StringIO(), stderr=err)
+    out.note("alpha is unreachable (boom\nTraceback ...); moving to beta slot 0: a cold re-read")
+    assert err.getvalue().count("\n") == 1
+    assert err.getvalue().startswith("fusion-tui chat: alpha is unreachable (boom Traceback")
