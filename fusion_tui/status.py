@@ -29,6 +29,9 @@ class ServerStatus:
     """A start-up choice worth knowing, e.g. "repacking off: this CPU traps on AMX"."""
     recent_tok_s: float | None = None
     """Decode speed measured on recent turns; shown instead of the probe once there is one."""
+    fallback: str = ""
+    """Several endpoints (issue 14): the managed start failed and a remote endpoint with the
+    model serves instead; the sentence that says so (headless: stderr; the TUI: the chat)."""
 
     def summary(self) -> str:
         if self.state != "ready":

@@ -4,28 +4,31 @@
 (`place_run`: new, resumed, or a stated move), then every request of the task goes through
 `EndpointRun.completion`: before it, `check_pin` against the endpoint's `/slots` (a slot another
 client keeps busy is never named; the request goes to a free slot and a note says why); a request
-that gets no answer on an endpoint that is gone moves to another endpoint with the same model (a
-cold re-read, stated), once. Request events are marked with the endpoint's label and, on the first
-request after a move, `moved_from`.
+that gets no answer (or whose stream breaks mid-answer) on an endpoint that is gone moves to
+another endpoint with the same model (a cold re-read, stated; asked first when there is someone
+to ask: the TUI), once, and is sent again there. Request events are marked with the endpoint's
+label and, on the first request after a move, `moved_from`.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fusion_tui.agent.events import RequestDone
-from fusion_tui.agent.request import CompletionFn
+from fusion_tui.agent.request import CompletionFn, StreamRestart
 from fusion_tui.endpoints.placement import Pin, Placement, check_pin, failover
 from fusion_tui.endpoints.session_pins import EndpointPins, Route
 from fusion_tui.runtime import Connection
-from fusion_tui.server.errors import ProtocolError, ServerUnreachable
+from fusion_tui.server.errors import ProtocolError, ServerUnreachable, StreamStalled
 from fusion_tui.server.types import StreamEvent
 from fusion_tui.sessions import model as sm
 from fusion_tui.slots.gate import OnWait, SlotGate, slots_busy_probe
 
 Say = Callable[[str], None]
+Ask = Callable[[Placement], Awaitable[bool]]
+"""Asked before a session moves to another endpoint: True moves (a cold re-read), False waits."""
 NO_ANSWER = (ServerUnreachable, ProtocolError)
 
 
@@ -56,6 +59,8 @@ class EndpointRun:
     moved_from: str | None = None
     """Set by a move; the next request event carries it, then it is cleared."""
     moves: list[Placement] = field(default_factory=list)
+    ask: Ask | None = None
+    """Asked before a move (the TUI's agent mode); None moves (headless `run`)."""
     _slot_map: dict[int, int] = field(default_factory=dict)
     _gates: dict[str, SlotGate] = field(default_factory=dict)
     _last_prompt: int = 0
@@ -108,6 +113,9 @@ class EndpointRun:
         if placed.action != "move":
             self.say(placed.reason)
             return None
+        if self.ask is not None and not await self.ask(placed):  # the TUI asked: wait
+            self.say(f"{placed.reason.split(';')[0]}; waiting (your message is kept)")
+            return None
         self.say(placed.reason)
         self.pins.gone(self.label)
         before = self.label
@@ -121,10 +129,14 @@ class EndpointRun:
     ) -> CompletionFn:
         """Requests on the current endpoint under its slot gate; one move when it is gone."""
 
-        async def completion(body: dict[str, Any]) -> AsyncIterator[StreamEvent]:
+        async def completion(body: dict[str, Any]) -> AsyncIterator[StreamEvent | StreamRestart]:
             asked = int(body.get("id_slot", -1))
             slot = await self._checked_slot(asked)
-            for attempt in (1, 2):
+            moved_once = restart = False
+            while True:
+                if restart:  # the answer broke off and moved: the consumer starts over
+                    restart = False
+                    yield StreamRestart()
                 got = False
                 label, client = self.label, self.route.conn.client
                 try:
@@ -140,12 +152,15 @@ class EndpointRun:
                             finally:
                                 await events.aclose()
                     return
-                except NO_ANSWER:
-                    if got or attempt == 2:
+                except (*NO_ANSWER, StreamStalled) as exc:
+                    # no answer, or the stream broke mid-answer: if the endpoint is gone, move
+                    # (once) and send the request again there
+                    if moved_once or not (got or isinstance(exc, NO_ANSWER)):
                         raise
                     moved = await self._move(slot)
                     if moved is None:
                         raise
+                    moved_once, restart = True, got
                     self._slot_map[asked] = slot = moved
 
         return completion

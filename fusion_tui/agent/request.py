@@ -27,8 +27,16 @@ from fusion_tui.clock import Clock
 from fusion_tui.server.errors import ServerError
 from fusion_tui.server.types import PromptProgress, StreamEnd, StreamEvent, TextDelta
 
-CompletionFn = Callable[[dict[str, Any]], AsyncIterator[StreamEvent]]
-"""POST /completion with `stream: true`; yields TextDelta/PromptProgress, then one StreamEnd."""
+
+@dataclass(frozen=True)
+class StreamRestart:
+    """The request is being sent again from the start (its endpoint went away mid-answer and
+    it moved, issue 14): what streamed so far is dropped."""
+
+
+CompletionFn = Callable[[dict[str, Any]], AsyncIterator[StreamEvent | StreamRestart]]
+"""POST /completion with `stream: true`; yields TextDelta/PromptProgress, then one StreamEnd
+(and, only when a request is sent again elsewhere, a `StreamRestart` first)."""
 
 
 class SlotChooser(Protocol):
@@ -94,6 +102,11 @@ async def stream_request(
                     live.progress(ev)
                 elif isinstance(ev, StreamEnd):
                     got_end.append(ev)
+                elif isinstance(ev, StreamRestart):  # sent again elsewhere: start over
+                    parts.clear()
+                    first.clear()
+                    got_end.clear()
+                    live.restart()
         finally:
             aclose = getattr(agen, "aclose", None)
             if aclose is not None:
@@ -148,6 +161,10 @@ class _Live:
         self.parts, self.first = parts, first
         self.last_draft: float | None = None
         self.progress_start: tuple[float, int] | None = None
+
+    def restart(self) -> None:
+        self.last_draft = None
+        self.progress_start = None
 
     def progress(self, ev: PromptProgress) -> None:
         now = self.clock.now()

@@ -47,10 +47,12 @@ from fusion_tui.chat.backend import (
     Unavailable,
     said,
 )
+from fusion_tui.chat.endpoint_turns import FailoverAsker
 from fusion_tui.chat.events import Notice, ReplyDone, ReplyEvent, ToolBlock
 from fusion_tui.chat.live_step import LiveStepTracker
 from fusion_tui.chat.slot_keeper import SlotKeeper
 from fusion_tui.config import Settings
+from fusion_tui.endpoints.placement import Placement
 from fusion_tui.endpoints.session_pins import EndpointPins, wants_endpoints
 from fusion_tui.paths import AppPaths
 from fusion_tui.runtime import Connection, connect, release, stops_on_exit
@@ -167,6 +169,10 @@ class AgentBackend:
         self.endpoints = EndpointPins(settings) if wants_endpoints(settings) else None
         self._primary: Connection | None = None
         self._notes: list[str] = []
+        self._ask = approver.ask_failover if isinstance(approver, FailoverAsker) else None
+        """Asked before the session moves to another endpoint (the TUI); None: move, said."""
+        self._unasked: Placement | None = None
+        """A move found when the session was placed, not asked about yet (asked on its turn)."""
 
     def _open_session(self, resume: str | None) -> Session:
         if resume == "":
@@ -190,8 +196,14 @@ class AgentBackend:
         self.conn = conn
         self.keeper.attach(conn)
         route = None
+        self._unasked = None
         if self.endpoints is not None:  # issue 14: the session's endpoint
-            route = await place_run(self.endpoints, conn, self.session, self._notes.append)
+            said: list[str] = []
+            route = await place_run(self.endpoints, conn, self.session, said.append)
+            if self._ask is not None and route.placement.action == "move":
+                self._unasked = route.placement  # the TUI asks before the turn runs there
+            else:
+                self._notes += said
         self.host = await AgentHost.open(
             conn if route is None else route.conn,
             # the keeper's pool and gate are the managed server's: another endpoint has its own
@@ -202,7 +214,7 @@ class AgentBackend:
         )
         if self.endpoints is not None and route is not None:
             self.host.routing = EndpointRun(
-                self.endpoints, route, self.session.id, self._notes.append
+                self.endpoints, route, self.session.id, self._notes.append, ask=self._ask
             )
         self.runner = self._runner()
         return conn.status
@@ -278,7 +290,38 @@ class AgentBackend:
             if self.endpoints is not None:  # issue 14: the clients the endpoints made
                 await self.endpoints.aclose()
 
+    async def _approve_move(self) -> str | None:
+        """Before a turn, a move found when the session was placed (issue 14) is asked about:
+        None to go on (moved, or its endpoint is back), else why the turn waits."""
+        placed, pins = self._unasked, self.endpoints
+        if placed is None or pins is None or self._ask is None or self.conn is None:
+            return None
+        gone = placed.moved_from
+        if gone is not None:
+            await pins.watcher.poll_once(labels=(gone,))
+            home = pins.watcher.latest(gone)
+            if home is not None and home.healthy:  # it came back: placed there again
+                pins.forget(self.session.id)
+                await self.adopt(self.conn)
+                return None
+        if await self._ask(placed):
+            self._unasked = None
+            self._notes.append(placed.reason)
+            return None
+        return f"{placed.reason.split(';')[0]}; waiting (your message is kept)"
+
+    def _keep_words(self, text: str, why: str) -> None:
+        """The turn did not run: the user's words are saved with an `error` turn."""
+        self.session.begin_turn(text, workspace=str(self.workspace.root))
+        self.session.end_turn("error", None, why)
+        self.store.try_save(self.session)
+
     async def reply(self, text: str) -> AsyncGenerator[ReplyEvent, None]:
+        wait = await self._approve_move()
+        if wait is not None:
+            self._keep_words(text, wait)
+            yield ReplyDone("error", note=f"error · {wait}", partial=True)
+            return
         runner = self.runner
         if runner is None:
             raise ServerError("the server is not connected yet")

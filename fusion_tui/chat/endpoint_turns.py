@@ -17,9 +17,11 @@ from functools import partial
 from typing import Protocol, runtime_checkable
 
 from fusion_tui.chat.endpoint_view import EndpointSlotView
-from fusion_tui.chat.events import Notice, ReplyEvent, TurnEndpoint
+from fusion_tui.chat.events import EndpointMoved, Notice, ReplyEvent, TurnEndpoint
 from fusion_tui.chat.slot_keeper import SlotKeeper
+from fusion_tui.chat.warm import save_before_daemon_stop
 from fusion_tui.config import Settings
+from fusion_tui.endpoints.model import not_stopped
 from fusion_tui.endpoints.placement import Placement
 from fusion_tui.endpoints.session_pins import (
     Connector,
@@ -29,7 +31,7 @@ from fusion_tui.endpoints.session_pins import (
     wants_endpoints,
 )
 from fusion_tui.paths import AppPaths
-from fusion_tui.runtime import Connection, release
+from fusion_tui.runtime import Connection, make_daemon, release
 from fusion_tui.server.types import StreamEnd
 from fusion_tui.sessions.model import Session
 
@@ -117,7 +119,9 @@ async def before_turn(backend: LocalBackend) -> tuple[int, list[ReplyEvent]]:
     _attach(backend, route)
     if len(pins.labels) > 1:  # the status line names it only with several endpoints
         notes.append(TurnEndpoint(route.label))
-    if route.note:
+    if moved is not None:  # headless chat says it on stderr (the TUI asked first)
+        notes.append(EndpointMoved(route.note, endpoint=route.label, moved_from=moved))
+    elif route.note:
         notes.append(Notice(route.note))
     return route.slot, notes
 
@@ -137,6 +141,13 @@ async def after_no_data(backend: LocalBackend) -> tuple[int, list[ReplyEvent]] |
     if backend.endpoint_turn is not None and backend.endpoint_turn.route.label != turn.route.label:
         backend.endpoint_turn.moved_from = before
     return slot, notes
+
+
+def restart_note(backend: LocalBackend) -> str:
+    """Said when a broken answer is sent again on the endpoint the session moved to."""
+    turn = backend.endpoint_turn
+    where = turn.route.label if turn is not None else "another endpoint"
+    return f"the answer broke off; sending the turn again on {where} (the partial one is dropped)"
 
 
 async def _may_move(backend: LocalBackend, placed: Placement) -> bool:
@@ -187,6 +198,25 @@ async def close(
             await release(backend.settings, backend.paths, primary)
     finally:
         await pins.aclose()
+
+
+async def stop_managed(backend: LocalBackend) -> str | None:
+    """`stop_server` with several endpoints: when the session's endpoint is remote, only the
+    managed server here is stopped (every session's slot on it saved first) and the sentence
+    says what was done; None when the session is on the managed server (stopped as before)."""
+    pins, conn = backend.endpoints, backend.keeper.conn
+    if pins is None or conn is None or conn.record is not None:
+        return None
+    label = pins.label_of(conn) or conn.client.base_url
+    remote = not_stopped([label])
+    if not any(ep.managed for ep in pins.registry.endpoints):
+        return f"{remote}; no managed llama-server is configured on this machine"
+    daemon = make_daemon(backend.settings, backend.paths)
+    if daemon.current() is not None:
+        await save_before_daemon_stop(backend.settings, backend.paths)
+    if await daemon.stop():
+        return f"{remote}; stopped the managed llama-server here"
+    return f"{remote}; no managed llama-server was running here"
 
 
 def slot_view(backend: LocalBackend) -> EndpointSlotView:

@@ -27,6 +27,21 @@ class Compacted(Notice):
 
 
 @dataclass(frozen=True)
+class EndpointMoved(Notice):
+    """The session moved to another endpoint (issue 14); `text` names both and the cold cost.
+    Headless `chat` says it on stderr in both output modes."""
+
+    endpoint: str = ""
+    moved_from: str = ""
+
+
+@dataclass(frozen=True)
+class AnswerRestarted(Notice):
+    """The stream broke mid-answer, its endpoint is gone and the turn is sent again on another
+    one: the answer shown so far is dropped (the new answer replaces it)."""
+
+
+@dataclass(frozen=True)
 class ReplyDone:
     """The turn ended. `outcome` is completed, cancelled, error, ...; `note` says what it cost."""
 
@@ -102,7 +117,9 @@ ReplyEvent = (
 )
 
 __all__ = [
+    "AnswerRestarted",
     "Compacted",
+    "EndpointMoved",
     "LiveStep",
     "Notice",
     "Progress",

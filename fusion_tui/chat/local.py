@@ -29,7 +29,14 @@ from fusion_tui.chat.backend import (
     said,
 )
 from fusion_tui.chat.compaction import SUMMARY_TOKENS, Compactor, load_summary, reply_reserve
-from fusion_tui.chat.events import Compacted, Notice, Progress, ReplyDone, ReplyEvent
+from fusion_tui.chat.events import (
+    AnswerRestarted,
+    Compacted,
+    Notice,
+    Progress,
+    ReplyDone,
+    ReplyEvent,
+)
 from fusion_tui.chat.notes import context_full_message, cost_note, stall_message
 from fusion_tui.chat.slot_keeper import SlotKeeper
 from fusion_tui.chat.titles import clean_title, continuation_slot, title_body
@@ -188,8 +195,13 @@ class LocalBackend:
             return endpoint_turns.slot_view(self)
         return self.keeper
 
-    async def stop_server(self) -> None:
-        """Save every session's slot, then stop the managed daemon (never an external one)."""
+    async def stop_server(self) -> str | None:
+        """Save every session's slot, then stop the managed daemon (never an external one).
+        With several endpoints and the session on a remote one: only the managed server here
+        is stopped, and the sentence says so (the session keeps its endpoint)."""
+        said = await endpoint_turns.stop_managed(self)  # issue 14
+        if said is not None:
+            return said
         conn = self.keeper.conn
         if conn is None or conn.record is None:
             raise Unavailable("this server was not launched by fusion-tui; it is not ours to stop")
@@ -198,6 +210,7 @@ class LocalBackend:
         self.keeper.detach()
         await conn.client.aclose()
         await make_daemon(self.settings, self.paths).stop()
+        return None
 
     def chat_messages(self) -> list[dict[str, str]]:
         """The request's messages: a fixed system prompt, then the transcript, append-only."""
@@ -241,7 +254,8 @@ class LocalBackend:
             content, compacted = await self._content()
             if compacted is not None:
                 yield compacted
-            for attempt in (1, 2):
+            retried = moved_once = False
+            while True:
                 got = _Flag()
                 try:
                     # aclosing: a cancelled turn must release the slot's lock in this task
@@ -251,16 +265,23 @@ class LocalBackend:
                                 answer.append(event.text)
                             yield event
                     break
-                except NO_DATA as exc:
-                    if got.data or attempt == 2:
-                        raise
-                    if self.endpoints is not None:  # issue 14: its endpoint may be gone
+                except (*NO_DATA, StreamStalled) as exc:
+                    # issue 14: no answer, or the stream broke mid-answer: its endpoint may be
+                    # gone; then the turn is sent again elsewhere (once), the partial answer
+                    # dropped. One endpoint, or a healthy one: as before.
+                    if self.endpoints is not None and not moved_once:
                         moved = await endpoint_turns.after_no_data(self)
                         if moved is not None:
-                            slot = moved[0]
+                            moved_once, slot = True, moved[0]
+                            if got.data:
+                                answer.clear()
+                                yield AnswerRestarted(endpoint_turns.restart_note(self))
                             for shown in moved[1]:
                                 yield shown
                             continue
+                    if got.data or retried or not isinstance(exc, NO_DATA):
+                        raise
+                    retried = True
                     where = f"slot {slot}" if slot >= 0 else "the slot the server picks"
                     yield Notice(f"no data from llama-server ({exc}); retrying once on {where}")
             outcome, detail = (

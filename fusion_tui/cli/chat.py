@@ -9,6 +9,8 @@ compaction when the session outgrows its slot). No title side call: the session 
 its first message, as every session is until the TUI titles it.
 With `--json`, stdout carries the same lines as `fusion-tui run --json` (`request`,
 `prompt_progress`, `outcome`) plus `{"event": "compacted", "before", "after"}` when it compacts.
+With several endpoints (issue 14) a `request` line carries `endpoint` (its label) and, on the
+first request after a move, `moved_from`; a move is said on stderr in both modes.
 Exit codes: 0 the turn completed, 1 otherwise (or the server failed), 2 bad input.
 """
 
@@ -20,7 +22,7 @@ import sys
 import anyio
 
 from fusion_tui.agent.events import PromptProgressed, RequestDone
-from fusion_tui.chat.events import Compacted, Notice, ReplyDone
+from fusion_tui.chat.events import AnswerRestarted, Compacted, EndpointMoved, Notice, ReplyDone
 from fusion_tui.chat.factory import make_backend
 from fusion_tui.chat.local import LocalBackend
 from fusion_tui.cli.common import Context, Subparsers
@@ -68,13 +70,15 @@ async def chat_turn(
     """One turn; the session is saved whatever happens; the backend is closed (slot saved)."""
     session = backend.session
     try:
-        await backend.start(out.status)
+        status = await backend.start(out.status)
     except ServerError as exc:
         save_failed_turn(backend.store, session, text, "", str(exc))
         out.error(getattr(exc, "message", "") or str(exc))
         out.outcome("error", session.id)
         backend.store.release(session.id)
         return 1
+    if status.fallback:  # issue 14: the managed start failed, a remote endpoint serves
+        out.note(status.fallback)
     outcome = "cancelled"
     try:
         outcome = await _stream(backend, text, out)
@@ -100,6 +104,12 @@ async def _stream(backend: LocalBackend, text: str, out: Printer) -> str:
             out.event(request_done(backend, event, turn))
         elif isinstance(event, Compacted):
             out.compacted(event.before, event.after, event.text)
+        elif isinstance(event, AnswerRestarted):  # issue 14: the answer so far is dropped
+            if not out.json_mode:
+                out.text("\n")
+            out.note(event.text)
+        elif isinstance(event, EndpointMoved):  # issue 14: said in both modes, as `run` does
+            out.note(event.text)
         elif isinstance(event, Notice) and not out.json_mode:
             out.stderr.write(event.text + "\n")
         elif isinstance(event, ReplyDone):
@@ -113,9 +123,11 @@ async def _stream(backend: LocalBackend, text: str, out: Printer) -> str:
 
 
 def request_done(backend: LocalBackend, end: StreamEnd, turn: int) -> RequestDone:
-    """The `request` line of a chat turn, from the record the backend just made."""
+    """The `request` line of a chat turn, from the record the backend just made (with several
+    endpoints it carries `endpoint` and, after a move, `moved_from`, as `run --json` does)."""
     own = [r for r in backend.session.requests if not r.side_call]
-    ttft = own[-1].ttft_ms if own else None
+    last = own[-1] if own else None
+    ttft = last.ttft_ms if last else None
     t = end.timings
     return RequestDone(
         step=turn,
@@ -128,4 +140,6 @@ def request_done(backend: LocalBackend, end: StreamEnd, turn: int) -> RequestDon
         predicted_per_second=t.predicted_per_second,
         duration_ms=t.prompt_ms + t.predicted_ms,
         prompt_chars=0,
+        endpoint=last.endpoint if last else None,
+        moved_from=last.moved_from if last else None,
     )

@@ -56,8 +56,9 @@ class Printer:
             self._say(f"server: {status.summary()}")
 
     def note(self, text: str) -> None:
-        """Said on stderr in both modes (an endpoint move, a re-pinned slot)."""
-        self._say(f"{self.prog}: {text}")
+        """Said on stderr in both modes (an endpoint move, a re-pinned slot), on one line (a
+        remote server's error text may carry line breaks)."""
+        self._say(f"{self.prog}: {' '.join(text.splitlines())}")
 
     def error(self, text: str) -> None:
         self._say(f"{self.prog}: {text.splitlines()[0] if text else 'failed'}")

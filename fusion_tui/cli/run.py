@@ -125,6 +125,8 @@ async def run_task_command(
                 route = None
             else:  # several endpoints: the session's endpoint (a move is said on stderr)
                 conn = await pins.connect(connect, settings, paths, out.status, model=model)
+                if conn.status.fallback:  # the managed start failed: a remote one serves
+                    out.note(conn.status.fallback)
                 route = await place_run(pins, conn, session, out.note)
             keeper.attach(conn)
             idle = settings.local_models.request_timeout_ms / 1000

@@ -1,4 +1,7 @@
-"""Provides `fusion-tui stop`: save every session's slot, then stop the managed llama-server."""
+"""Provides `fusion-tui stop`: save every session's slot, then stop the managed llama-server.
+
+Only the managed server on this machine is ever stopped; with remote endpoints configured
+(issue 14) the line says they were left running."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ import anyio
 
 from fusion_tui.chat.warm import save_before_daemon_stop
 from fusion_tui.cli.common import Context, Subparsers
+from fusion_tui.endpoints.model import not_stopped, remote_labels
 from fusion_tui.runtime import make_daemon
 
 
@@ -23,8 +27,8 @@ async def stop(ctx: Context) -> int:
     daemon = make_daemon(ctx.settings, ctx.paths)
     if daemon.current() is not None:
         await save_before_daemon_stop(ctx.settings, ctx.paths)  # sessions resume warm after
-    if await daemon.stop():
-        print("stopped the managed llama-server", file=ctx.out)
-    else:
-        print("no managed llama-server was running", file=ctx.out)
+    stopped = await daemon.stop()
+    said = "stopped the managed llama-server" if stopped else "no managed llama-server was running"
+    remote = remote_labels(ctx.settings)  # issue 14: only the managed server here is stopped
+    print(f"{said}; {not_stopped(remote)}" if remote else said, file=ctx.out)
     return 0

@@ -8,7 +8,7 @@ lives only in this process's memory and in the Authorization header sent to that
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -65,6 +65,19 @@ def endpoints_from_settings(settings: Settings) -> tuple[Endpoint, ...]:
         label = default_label(EndpointSettings(url=url)) if url else "external"
         return (Endpoint(label, url, False, server.api_key_env),)
     return (Endpoint(MANAGED_LABEL, None, True),)
+
+
+def remote_labels(settings: Settings) -> list[str]:
+    """The labels of the configured remote (`url:`) endpoints; none without `server.endpoints`
+    (a single external server is the single-server app, said as it always was)."""
+    return [endpoint_from_entry(e).label for e in settings.server.endpoints if not e.managed]
+
+
+def not_stopped(labels: Sequence[str]) -> str:
+    """What stopping says of the remote endpoints it leaves alone (they are not ours to stop)."""
+    if len(labels) == 1:
+        return f"{labels[0]} is a remote endpoint: not stopped"
+    return f"{', '.join(labels)} are remote endpoints: not stopped"
 
 
 def default_endpoint(endpoints: tuple[Endpoint, ...]) -> Endpoint:

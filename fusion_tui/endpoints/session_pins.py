@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fusion_tui.config import Settings
+from fusion_tui.demo_model import demo_model_path
 from fusion_tui.endpoints.health import PROBE_TIMEOUT, HealthWatcher
 from fusion_tui.endpoints.model import endpoints_from_settings
 from fusion_tui.endpoints.placement import (
@@ -29,11 +30,31 @@ from fusion_tui.endpoints.placement import (
 from fusion_tui.endpoints.registry import ClientFactory, EndpointRegistry
 from fusion_tui.endpoints.slot_groups import EndpointSlots
 from fusion_tui.runtime import Connection
-from fusion_tui.server.errors import ServerError, ServerUnreachable
+from fusion_tui.server.errors import (
+    BinaryNotFound,
+    DaemonStartError,
+    ServerError,
+    ServerUnreachable,
+)
 from fusion_tui.server.probe import model_display_name
 from fusion_tui.status import ServerStatus
 
 Connector = Callable[..., Awaitable[Connection]]
+
+
+START_FAILED = (BinaryNotFound, DaemonStartError, ServerUnreachable)
+"""A managed start that failed this way (no binary, a crash, a missing local model file, no
+answer) falls back to a healthy remote endpoint with the same model, said."""
+
+
+def wanted_model(settings: Settings, override: str | None = None) -> str | None:
+    """The model the managed server was to serve (`--model`, `localModels.model`, else the
+    demo model when installed); compared across machines by file name only."""
+    chosen = override or settings.local_models.model
+    if chosen:
+        return chosen
+    demo = demo_model_path()
+    return str(demo) if demo is not None else None
 
 
 def wants_endpoints(settings: Settings) -> bool:
@@ -102,10 +123,20 @@ class EndpointPins:
         self, connector: Connector, settings: Settings, paths: Any, report: Any, **kw: Any
     ) -> Connection:
         """The first connection: the managed server through `connector` (it launches or adopts
-        it), else the best reachable remote endpoint. Binds it and probes every endpoint."""
+        it), else the best reachable remote endpoint. Binds it and probes every endpoint. When
+        the managed start fails (`START_FAILED`) and a healthy remote endpoint serves the same
+        model, that one, its status's `fallback` saying so; otherwise the start's error."""
         managed = next((ep for ep in self.registry.endpoints if ep.managed), None)
         if managed is not None:
-            conn = await connector(settings, paths, report, **kw)
+            try:
+                conn = await connector(settings, paths, report, **kw)
+            except START_FAILED as exc:  # a remote endpoint with the model may serve instead
+                fallback = await self._fall_back(managed.label, exc, settings, kw.get("model"))
+                if fallback is None:
+                    raise
+                if report is not None:
+                    report(fallback.status)
+                return fallback
             self.bind(managed.label, conn)
             await self.watcher.poll_once()
             return conn
@@ -117,6 +148,30 @@ class EndpointPins:
         self.model = conn.props.model_path or None
         if report is not None:
             report(conn.status)
+        return conn
+
+    async def _fall_back(
+        self, managed: str, exc: ServerError, settings: Settings, model: str | None
+    ) -> Connection | None:
+        """The managed start failed (`exc`): the best healthy remote endpoint serving the model
+        the managed server was to serve, its status carrying the sentence; None when there is
+        none (or no model is named), and the start fails as before."""
+        wanted = wanted_model(settings, model)
+        if wanted is None:
+            return None
+        await self.watcher.poll_once()
+        views = [v for v in self.views() if v.label != managed]
+        placed = place_new(views, wanted)
+        if placed.endpoint is None:
+            return None
+        conn = await self.connection(placed.endpoint)
+        self.model = conn.props.model_path or wanted
+        why = (getattr(exc, "what", "") or str(exc) or type(exc).__name__).splitlines()[0]
+        line = (
+            f"the managed llama-server did not start ({why}); using {placed.endpoint} instead, "
+            f"a remote endpoint serving {conn.status.model}"
+        )
+        conn.status = replace(conn.status, fallback=line)
         return conn
 
     def adopt(self, conn: Connection) -> Connection:

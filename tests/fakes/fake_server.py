@@ -66,6 +66,9 @@ class Reply:
     chunk_delay: float = 0.0
     hang: str | None = None
     disconnect_after: int | None = None
+    then_die: bool = False
+    """With `disconnect_after`: the server goes away with the connection (killed mid-answer):
+    it stops listening and drops every later request."""
     id_slot: int | None = None
     prompt_n: int | None = None
     cache_n: int | None = None
@@ -115,6 +118,8 @@ class FakeLlamaServer:
         self.slots_hang = False
         self.default_reply = Reply()
         self.hostile: Hostile | None = None
+        self.dead = False
+        """Gone after a `Reply(then_die=True)`: nothing answers any more."""
         """A hostile answer for some paths (tests/fakes/hostile.py)."""
         self.requests: list[RecordedRequest] = []
         self.saved: dict[str, list[int]] = {}
@@ -261,6 +266,9 @@ class FakeLlamaServer:
             except json.JSONDecodeError:
                 await self._send_json(writer, *error(400, "invalid JSON", "invalid_request_error"))
                 return True
+        if self.dead:  # killed (`Reply.then_die`): a kept-alive connection is dropped too
+            writer.transport.abort()
+            return False
         record = RecordedRequest(method, target, body)
         self.requests.append(record)
         record.headers = dict(self._headers)
@@ -439,6 +447,10 @@ class FakeLlamaServer:
                 if i and reply.chunk_delay:
                     await asyncio.sleep(reply.chunk_delay)
                 if reply.disconnect_after is not None and i >= reply.disconnect_after:
+                    if reply.then_die:
+                        self.dead = True
+                        if self._server is not None:
+                            self._server.close()
                     writer.transport.abort()
                     raise _Disconnected
                 generated += tokenize(piece)

@@ -141,3 +141,39 @@ async def test_killing_one_server_moves_its_session_with_a_stated_cost(
     said = [m.content for m in saved.messages if m.role == "user"]
     assert said == ["Say hello number 0.", "And once more?", "Where did my notes go?"]
     assert saved.pinned_endpoint == "beta"
+
+
+async def test_a_server_killed_mid_answer_moves_the_turn_and_sends_it_again(
+    servers: tuple[RealServer, RealServer], app_paths: AppPaths
+) -> None:
+    from fusion_tui.chat.events import AnswerRestarted
+    from fusion_tui.server.types import TextDelta
+
+    alpha, beta = servers
+    await alpha.start()  # back after the test above: the session, now on beta, can move there
+    settings = settings_for(servers)
+    settings = replace(settings, llm=replace(settings.llm, max_tokens=96))
+    b = await backend(settings, app_paths, resume=SIDS["s0"])
+    events: list[ReplyEvent] = []
+    try:
+        assert beta.record is not None
+        async for event in b.reply("Count slowly from one to fifty, in words."):
+            events.append(event)
+            if isinstance(event, TextDelta) and beta.record is not None:
+                os.kill(beta.record.pid, signal.SIGKILL)  # killed mid-answer
+                beta.record = None
+    finally:
+        await b.close()
+    last = events[-1]
+    assert isinstance(last, ReplyDone) and last.outcome == "completed", last
+    restarted = [i for i, e in enumerate(events) if isinstance(e, AnswerRestarted)]
+    assert len(restarted) == 1
+    notes = [e.text for e in events if isinstance(e, Notice)]
+    assert any("beta is unreachable" in n and "moving to alpha" in n for n in notes), notes
+    after = "".join(e.text for e in events[restarted[0] :] if isinstance(e, TextDelta))
+    saved = SessionStore.default(app_paths).load(SIDS["s0"])
+    assert saved.messages[-1].role == "assistant" and saved.messages[-1].content == after
+    assert not saved.messages[-1].partial
+    said = [m.content for m in saved.messages if m.role == "user"]
+    assert said[-1] == "Count slowly from one to fifty, in words." and len(said) == 4
+    assert (saved.requests[-1].endpoint, saved.requests[-1].moved_from) == ("alpha", "beta")

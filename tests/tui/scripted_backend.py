@@ -114,8 +114,9 @@ class ScriptedBackend:
 
     # --- the server ------------------------------------------------------------------------------
 
-    async def stop_server(self) -> None:
+    async def stop_server(self) -> str | None:
         self.stopped = True
+        return None
 
     async def adopt(self, conn: Connection) -> ServerStatus:
         self.adopted = conn

@@ -56,3 +56,30 @@ def test_the_factory_hands_the_tuis_question_to_the_chat(tmp_path: Path) -> None
     assert backend.ask_failover == approver.ask_failover
     plain = make_backend(Settings(), paths)
     assert isinstance(plain, LocalBackend) and plain.ask_failover is None
+
+
+async def test_a_broken_answer_sent_again_elsewhere_replaces_the_partial_one_in_the_chat() -> None:
+    from fusion_tui.chat.events import AnswerRestarted, TextDelta
+    from fusion_tui.tui.app import build_app
+    from fusion_tui.tui.widgets.chat_message import ChatMessage
+    from tests.tui.scripted_backend import ScriptedBackend
+
+    restart = AnswerRestarted("the answer broke off; sending the turn again on gpu-box")
+
+    class Restarting(ScriptedBackend):
+        async def reply(self, text: str):  # type: ignore[no-untyped-def]
+            yield TextDelta("Half an ans")
+            yield restart
+            async for event in super().reply(text):
+                yield event
+
+    backend = Restarting([["The whole", " answer."]])
+    app = build_app(Settings(), backend)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("q", "enter")
+        await app.screen.workers.wait_for_complete()
+        await pilot.pause()
+        answer = list(app.screen.query(ChatMessage))[-1]
+        assert answer.role == "assistant" and answer.text == "The whole answer."
+        assert "Half" not in str(answer.query_one("Markdown").source)  # type: ignore[attr-defined]

@@ -53,3 +53,108 @@ async def test_agent_turns_stay_on_their_endpoint_and_move_when_it_goes(tmp_path
     assert backend.session.pinned_endpoint == "beta"
     said = [m.content for m in backend.session.messages if m.role == "user"]
     assert said == ["first task", "second task"]
+
+
+class AskingApprover:
+    """The TUI's approver's shape: writes denied, each failover question answered in turn."""
+
+    def __init__(self, *answers: bool) -> None:
+        self.answers = list(answers)
+        self.asked: list[Any] = []
+
+    async def decide(self, request: Any) -> Any:
+        from fusion_tui.agent.approval import Decision
+
+        return Decision.DENY
+
+    async def ask_failover(self, placed: Any) -> bool:
+        self.asked.append(placed)
+        return self.answers.pop(0)
+
+
+async def test_in_the_tui_agent_mode_asks_before_moving_and_waiting_keeps_the_words(
+    tmp_path: Path,
+) -> None:
+    from fusion_tui.sessions.store import SessionStore
+
+    paths = AppPaths(tmp_path / "c", tmp_path / "d", tmp_path / "s", tmp_path / "l")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    with (
+        FakeLlamaServer(total_slots=2, n_ctx=8192) as a,
+        FakeLlamaServer(total_slots=2, n_ctx=8192) as b,
+    ):
+        eps = (
+            EndpointSettings(url=a.url, label="alpha"),
+            EndpointSettings(url=b.url, label="beta"),
+        )
+        settings = Settings(server=ServerSettings(endpoints=eps))
+        approver = AskingApprover(False, True)
+        backend = AgentBackend(settings, paths, ws, approver=approver)
+        await backend.start(lambda _s: None)
+        try:
+            a.script(act("finish", summary="done here"))
+            await _drain(backend, "first task")
+            a.stop()
+            waited = await _drain(backend, "my precious task")
+            b_used = sum(1 for r in b.requests if r.path.startswith("/completion"))
+            b.script(act("finish", summary="done there"))
+            moved = await _drain(backend, "try again")
+        finally:
+            await backend.close()
+    assert [(p.action, p.moved_from, p.endpoint) for p in approver.asked] == [
+        ("move", "alpha", "beta"), ("move", "alpha", "beta"),
+    ]  # fmt: skip
+    assert isinstance(waited[-1], ReplyDone) and waited[-1].outcome != "completed"
+    assert b_used == 0  # waiting sent nothing to beta
+    assert isinstance(moved[-1], ReplyDone) and moved[-1].outcome == "completed"
+    last = backend.session.requests[-1]
+    assert (last.endpoint, last.moved_from) == ("beta", "alpha")
+    stored = SessionStore.default(paths).load(backend.session.id)
+    said = [m.content for m in stored.messages if m.role == "user"]
+    assert said == ["first task", "my precious task", "try again"]
+
+
+async def test_a_resumed_agent_session_whose_endpoint_is_gone_is_asked_about_on_its_turn(
+    tmp_path: Path,
+) -> None:
+    from fusion_tui.sessions.store import SessionStore
+
+    paths = AppPaths(tmp_path / "c", tmp_path / "d", tmp_path / "s", tmp_path / "l")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    with (
+        FakeLlamaServer(total_slots=2, n_ctx=8192) as a,
+        FakeLlamaServer(total_slots=2, n_ctx=8192) as b,
+    ):
+        eps = (
+            EndpointSettings(url=a.url, label="alpha"),
+            EndpointSettings(url=b.url, label="beta"),
+        )
+        settings = Settings(server=ServerSettings(endpoints=eps))
+        first = AgentBackend(settings, paths, ws)
+        await first.start(lambda _s: None)
+        a.script(act("finish", summary="done here"))
+        await _drain(first, "first task")
+        sid = first.session.id
+        await first.close()
+        a.stop()
+        approver = AskingApprover(False)
+        again = AgentBackend(settings, paths, ws, resume=sid, approver=approver)
+        await again.start(lambda _s: None)  # placed elsewhere, not asked yet
+        asked_at_start = len(approver.asked)
+        try:
+            waited = await _drain(again, "keep this")
+        finally:
+            await again.close()
+    assert asked_at_start == 0 and len(approver.asked) == 1
+    assert isinstance(waited[-1], ReplyDone) and waited[-1].outcome == "error"
+    assert "waiting (your message is kept)" in waited[-1].note
+    assert not any(r.path.startswith("/completion") for r in b.requests)
+    stored = SessionStore.default(paths).load(sid)
+    assert [m.content for m in stored.messages if m.role == "user"] == ["first task", "keep this"]
+    assert stored.pinned_endpoint == "alpha"
+
+
+async def _drain(backend: AgentBackend, text: str) -> list[Any]:
+    return [e async for e in backend.reply(text)]

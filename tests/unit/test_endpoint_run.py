@@ -104,3 +104,99 @@ async def test_a_gone_endpoint_moves_the_request_once_and_marks_it(
     assert any("alpha is unreachable" in n and "moving to beta" in n for n in notes)
     again = run.annotate(replace(done(end)), main=True)
     assert again.moved_from is None  # only the first request after the move
+
+
+async def test_a_stream_broken_mid_answer_on_a_gone_endpoint_restarts_on_the_other_one(
+    two: tuple[FakeLlamaServer, FakeLlamaServer],
+) -> None:
+    from fusion_tui.agent.request import StreamRestart
+    from fusion_tui.server.types import TextDelta
+
+    a, b = two
+    pins = pins_for(a, b)
+    notes: list[str] = []
+    run = await started(pins, notes)
+    a.script(Reply(text=["par", "tial", " lost"], disconnect_after=2, then_die=True))
+    b.script(Reply(text=["whole"]))
+    completion = run.completion(SlotGate(lambda: 2), 5.0, None)
+    body = {"prompt": "hi there", "id_slot": 0, "stream": True, "n_predict": 4}
+    try:
+        seen = [e async for e in completion(body)]
+    finally:
+        await pins.aclose()
+    texts = [e.text if isinstance(e, TextDelta) else type(e).__name__ for e in seen
+             if isinstance(e, TextDelta | StreamRestart)]  # fmt: skip
+    assert texts == ["par", "tial", "StreamRestart", "whole"]
+    assert isinstance(seen[-1], StreamEnd) and run.label == "beta"
+    moved = run.annotate(done(seen[-1]), main=True)
+    assert (moved.endpoint, moved.moved_from) == ("beta", "alpha")
+    assert any("alpha is unreachable" in n and "moving to beta" in n for n in notes)
+
+
+async def test_a_stream_broken_on_a_healthy_endpoint_is_an_error_as_before(
+    two: tuple[FakeLlamaServer, FakeLlamaServer],
+) -> None:
+    from fusion_tui.server.errors import ServerError
+
+    a, b = two
+    pins = pins_for(a, b)
+    run = await started(pins, [])
+    a.script(Reply(text=["par", "tial", " lost"], disconnect_after=2))
+    completion = run.completion(SlotGate(lambda: 2), 5.0, None)
+    body = {"prompt": "hi there", "id_slot": 0, "stream": True, "n_predict": 4}
+    try:
+        with pytest.raises(ServerError, match="broke mid-answer"):
+            _ = [e async for e in completion(body)]
+    finally:
+        await pins.aclose()
+    assert run.label == "alpha" and not any(r.path.startswith("/completion") for r in b.requests)
+
+
+async def test_when_someone_is_asked_a_declined_move_waits(
+    two: tuple[FakeLlamaServer, FakeLlamaServer],
+) -> None:
+    from fusion_tui.endpoints.placement import Placement
+    from fusion_tui.server.errors import ServerError
+
+    a, b = two
+    pins = pins_for(a, b)
+    notes: list[str] = []
+    run = await started(pins, notes)
+    asked: list[Placement] = []
+
+    async def wait(placed: Placement) -> bool:
+        asked.append(placed)
+        return False
+
+    run.ask = wait
+    a.stop()
+    try:
+        with pytest.raises(ServerError):
+            await ask(run, 0)
+    finally:
+        await pins.aclose()
+    assert [(p.action, p.endpoint) for p in asked] == [("move", "beta")]
+    assert run.label == "alpha" and not any(r.path.startswith("/completion") for r in b.requests)
+    assert any("waiting (your message is kept)" in n for n in notes)
+
+
+async def test_the_agent_request_drops_what_streamed_before_a_restart() -> None:
+    from collections.abc import AsyncIterator
+    from typing import Any
+
+    from fusion_tui.agent.request import StreamRestart, stream_request
+    from fusion_tui.server.types import StreamEvent, TextDelta, Timings
+    from tests.fakes.clock import FakeClock
+
+    async def completion(body: dict[str, Any]) -> AsyncIterator[StreamEvent | StreamRestart]:
+        yield TextDelta('{"tool": "list_')
+        yield StreamRestart()
+        yield TextDelta('{"tool": "finish"}')
+        yield StreamEnd(id_slot=1, timings=Timings(prompt_n=5, cache_n=0, predicted_n=3))
+
+    events: list[object] = []
+    reply = await stream_request(
+        completion, {"prompt": "p", "id_slot": 1}, step=1, purpose="step", clock=FakeClock(),
+        deadline=None, cancel=None, on_event=events.append,
+    )  # fmt: skip
+    assert (reply.text, reply.ended) == ('{"tool": "finish"}', "ok")

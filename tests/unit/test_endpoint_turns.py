@@ -187,3 +187,47 @@ async def test_a_pinned_slot_another_client_keeps_busy_is_left_and_the_turn_says
     assert why in done(events).note  # kept in the session's turn record too
     assert backend.session.pinned_slot != mine and backend.session.pinned_endpoint == "alpha"
     assert why in backend.session.turns[-1].detail
+
+
+async def test_a_server_killed_mid_answer_is_asked_about_then_the_turn_is_sent_again(
+    two: tuple[FakeLlamaServer, FakeLlamaServer], paths: AppPaths
+) -> None:
+    from fusion_tui.chat.events import AnswerRestarted, EndpointMoved
+    from tests.fakes.fake_server import Reply
+
+    a, b = two
+    backend = await backend_for(settings_for(a, b), paths)
+    asked: list[Placement] = []
+
+    async def move(placed: Placement) -> bool:
+        asked.append(placed)
+        return True
+
+    backend.ask_failover = move
+    await turn(backend, "hello")
+    a.script(Reply(text=["Lost", " half", " of", " it"], disconnect_after=2, then_die=True))
+    b.script(Reply(text=["All", " of", " it."]))
+    events = await turn(backend, "go on")
+    await backend.close()
+    assert done(events).outcome == "completed"
+    assert [(p.action, p.moved_from, p.endpoint) for p in asked] == [("move", "alpha", "beta")]
+    kinds = [type(e) for e in events if isinstance(e, Notice)]
+    assert kinds.index(AnswerRestarted) < kinds.index(EndpointMoved)
+    assert backend.session.messages[-1].content == "All of it."
+    assert len(completions(b)) == 1
+
+
+async def test_stop_server_on_a_remote_endpoint_says_what_it_did_and_keeps_the_session_there(
+    two: tuple[FakeLlamaServer, FakeLlamaServer], paths: AppPaths
+) -> None:
+    a, b = two
+    backend = await backend_for(settings_for(a, b), paths)
+    await turn(backend, "hello")
+    said = await backend.stop_server()
+    events = await turn(backend, "still here?")
+    await backend.close()
+    assert said == (
+        "alpha is a remote endpoint: not stopped; no managed llama-server is configured on this "
+        "machine"
+    )
+    assert done(events).outcome == "completed" and backend.session.requests[-1].endpoint == "alpha"

@@ -74,3 +74,26 @@ def test_request_events_carry_the_endpoint_and_a_move_is_said_and_marked(
     assert saved.pinned_endpoint == "beta"
     assert [m.content for m in saved.messages if m.role == "user"] == ["list the files", "go on"]
     assert (saved.requests[-1].endpoint, saved.requests[-1].moved_from) == ("beta", "alpha")
+
+
+def test_a_server_killed_mid_answer_moves_the_run_and_sends_the_step_again(
+    two: tuple[FakeLlamaServer, FakeLlamaServer],
+    ws: Path,
+    app_home: AppPaths,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    a, b = two
+    broken = json.dumps({"tool": "finish", "args": {"summary": "never seen"}})
+    a.script(Reply(text=[broken[:10], broken[10:20], broken[20:]], disconnect_after=2,
+                   then_die=True))  # fmt: skip
+    b.script(act("finish", summary="finished on beta"))
+    code, out, err = run(capsys, "do it", "--workspace", str(ws), "--json")
+    assert code == 0, err
+    moves = [ln for ln in err.splitlines() if "moving to beta" in ln]
+    assert len(moves) == 1 and moves[0].startswith("fusion-tui run: alpha is unreachable")
+    assert "cold re-read of" in moves[0]
+    events = requests(out)
+    assert [(e["endpoint"], e.get("moved_from")) for e in events] == [("beta", "alpha")]
+    saved = SessionStore.default(app_home).load(json.loads(out.splitlines()[-1])["session"])
+    assert [m.content for m in saved.messages if m.role == "user"] == ["do it"]
+    assert saved.turns[-1].outcome == "completed" and "never seen" not in saved.messages[-1].content

@@ -1,7 +1,8 @@
 """Provides `FailoverModal`: the session's endpoint went away; move it elsewhere, or wait?
 
-Shown by `TuiApprover.ask_failover` when the plain chat's request found its endpoint gone and
-another endpoint with the same model can take the session (issue 14). It states where the session
+Shown by `TuiApprover.ask_failover` when a request of the plain chat or of agent mode found its
+endpoint gone (no answer, or the answer broke off) and another endpoint with the same model can
+take the session (issue 14). It states where the session
 would go and the cost: a cold re-read of its prompt. Moving answers True; waiting (Esc) answers
 False, and the turn ends with the message kept, to be sent again when the endpoint is back.
 """

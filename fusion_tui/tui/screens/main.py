@@ -15,6 +15,7 @@ from textual.widgets import Footer, Static
 from fusion_tui.chat.backend import Backend, Unavailable
 from fusion_tui.chat.endpoint_view import GroupedSlotView  # several endpoints (issue 14)
 from fusion_tui.chat.events import (
+    AnswerRestarted,  # several endpoints (issue 14): a broken answer sent again elsewhere
     Compacted,
     LiveStep,  # agent mode: the step in progress
     Notice,
@@ -151,6 +152,8 @@ class MainScreen(Screen[None]):
             return
         self.report_status(status)
         notify_server_ready(self.app, status)
+        if status.fallback:  # issue 14: the managed start failed, a remote endpoint serves
+            await self.chat.add_message("notice", status.fallback)
         await self.mount_slot_map()
 
     async def mount_slot_map(self) -> None:
@@ -227,6 +230,8 @@ class MainScreen(Screen[None]):
         self.status_line.last_turn = ""
         self.report_status(status)
         notify_server_ready(self.app, status)
+        if status.fallback:  # issue 14: the managed start failed, a remote endpoint serves
+            await self.chat.add_message("notice", status.fallback)
         await self.mount_slot_map()
 
     @work(group="title", exit_on_error=False)
@@ -273,9 +278,12 @@ class MainScreen(Screen[None]):
     async def action_stop_server(self) -> None:
         self.workers.cancel_group(self, "reply")
         try:
-            await self.backend.stop_server()
+            said = await self.backend.stop_server()
         except Unavailable as exc:
             self.app.notify(str(exc))
+            return
+        if said:  # issue 14: the session's endpoint is remote and still serves it
+            self.app.notify(said, title="Server", markup=False)
             return
         self.report_status(ServerStatus(state="stopped", model=self.server_status.model))
         self.app.notify("The managed llama-server was stopped.", title="Server")
@@ -340,6 +348,9 @@ class MainScreen(Screen[None]):
                         await show_progress(self, event)
                     elif isinstance(event, PromptProgress):
                         status.activity = progress_text(event)
+                    elif isinstance(event, AnswerRestarted):  # issue 14: the new one replaces it
+                        status.activity = event.text
+                        await message.restart()
                     elif isinstance(event, Notice):
                         status.activity = event.text
                         if isinstance(event, Compacted):

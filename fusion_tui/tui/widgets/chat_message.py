@@ -73,6 +73,14 @@ class ChatMessage(Vertical):
             self._stream = Markdown.get_stream(self.query_one(Markdown))
         await self._stream.write(fragment)
 
+    async def restart(self) -> None:
+        """Drop what was streamed so far (the turn is being sent again elsewhere)."""
+        if self._stream is not None:
+            await self._stream.stop()
+            self._stream = None
+        self._text = ""
+        await self.query_one(Markdown).update("")
+
     async def finish(self, footnote: str = "", *, partial: bool = False) -> None:
         """Flush the stream and show the footnote; `partial` marks a turn that did not finish."""
         if self._stream is not None:
