@@ -3,8 +3,11 @@
 Before a request, the prompt is counted with the server's own tokenizer (`/tokenize`; skipped
 while its byte length plus the reply budget cannot reach the slot's context, since a token is at
 least one byte). When it would not fit, the turns before a recent tail are summarised by a side
-call (on the side-call slot, never the session's) and replaced in the prompt by that summary
-(`ChatSummary`, in the system text). The session keeps every message; the summary and how many
+call and replaced in the prompt by that summary
+(`ChatSummary`, in the system text). Where prefix reuse is `full` the summary is asked as a
+continuation of the session's own cached prompt on its own slot (only the question is read; the
+last exchange stays verbatim); elsewhere, or when that does not fit, the transcript is sent to the
+side-call slot, never the session's. The session keeps every message; the summary and how many
 messages it covers live beside the session file (`<sessions>/chat/<id>.json`), so a resumed
 session sends the same prompt.
 """
@@ -33,6 +36,11 @@ SUMMARY_SYSTEM = (
     "go on without them. Keep facts, names, code identifiers, decisions and open questions. "
     "Write plain prose, at most 200 words."
 )
+SUMMARY_ASK = (
+    "Summarise our conversation so far so that it can go on without it. Keep facts, names, code "
+    "identifiers, decisions and open questions. Plain prose, at most 200 words."
+)
+"""The summary asked as a continuation of the session's own cached prompt."""
 Counter = Callable[[str], Awaitable[int]]
 """Tokens of a prompt as the server counts them."""
 SideCall = Callable[[dict[str, Any]], Awaitable[str]]
@@ -139,6 +147,9 @@ class Compactor:
     n_ctx: int
     reserve: int
     summary_tokens: int = SUMMARY_TOKENS
+    own_call: SideCall | None = None
+    """A side call on the session's own slot (prefix reuse `full`): the summary is asked as a
+    continuation of the cached prompt, so only the question is read, not the transcript."""
 
     async def prompt_for(
         self, store: SessionStore, session: Session, *, force: bool = False
@@ -167,6 +178,10 @@ class Compactor:
         """Summarise older turns until the prompt fits: (summary, tokens after, turns covered);
         None when there is nothing left to summarise."""
         covers = first = summary.covers if summary is not None else 0
+        if self.own_call is not None:
+            done = await self._continued(messages, summary, first, force)
+            if done is not None:
+                return done
         total_bytes = max(1, sum(len(m.content.encode()) + 32 for m in chat_turns(messages)))
         per_byte = min(1.0, before / total_bytes)
         keep = 0 if force else int(self.n_ctx * KEEP_SHARE / max(per_byte, 0.05))
@@ -184,6 +199,34 @@ class Compactor:
         if summary is None or covers == first:
             return None
         return summary, after, covered_turns(messages, first, covers)
+
+    async def _continued(
+        self, messages: list[Message], summary: ChatSummary | None, first: int, force: bool
+    ) -> tuple[ChatSummary, int, int] | None:
+        """The summary as a continuation of the prompt the slot holds (every message before the
+        newest user one, then `SUMMARY_ASK`); the last exchange stays verbatim when it fits.
+        None: it would not fit the slot, or the model said nothing (the side slot is next)."""
+        last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
+        turns = chat_turns(messages)
+        users = [i for i, m in enumerate(turns) if m.role == "user"]
+        if last_user < 0 or len(users) < 2 or users[-1] <= first:
+            return None
+        asked = [*messages[:last_user], Message(role="user", content=SUMMARY_ASK)]
+        prompt = chat_prompt(self.frame, self.system, asked, summary)
+        if await self.count(prompt) + self.summary_tokens > self.n_ctx:
+            return None
+        body = {"prompt": prompt, "n_predict": self.summary_tokens, "temperature": 0.0}
+        text = (await self.own_call(body)).strip() if self.own_call is not None else ""
+        if not text:
+            return None
+        for end in (users[-2], users[-1]):  # keep the last exchange, else only the new message
+            if end <= first:
+                continue
+            new = ChatSummary(text, end)
+            after = await self.count(chat_prompt(self.frame, self.system, messages, new))
+            if after + self.reserve <= self.n_ctx or (force and end == users[-1]):
+                return new, after, covered_turns(messages, first, end)
+        return None
 
     async def _summarise(
         self, messages: list[Message], previous: ChatSummary | None, start: int, end: int

@@ -330,9 +330,15 @@ class LocalBackend:
             return {"messages": self.chat_messages()}, None
         assert self.conn is not None
         n_ctx, n_predict = self.conn.props.n_ctx, self.settings.llm.max_tokens
+        own = self._title_slot()  # the session's slot, where prefix reuse is `full`
+
+        async def on_own_slot(body: dict[str, Any]) -> str:
+            return await self._side_call(body, slot=own)
+
         compactor = Compactor(
             frame, SYSTEM_PROMPT, self._count, self._side_call, n_ctx,
             reply_reserve(n_ctx, n_predict), min(SUMMARY_TOKENS, n_predict),
+            own_call=on_own_slot if own is not None else None,
         )  # fmt: skip
         prompt, compacted = await compactor.prompt_for(self.store, self.session, force=force)
         return {"prompt": prompt}, compacted

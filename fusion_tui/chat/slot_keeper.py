@@ -13,6 +13,9 @@ It is also the slot map's `SlotView`: the slots, their owners and the prompt tot
 
 from __future__ import annotations
 
+import asyncio
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import anyio
@@ -44,6 +47,32 @@ from fusion_tui.slots.room import SlotLedger, choose_victim, restore_is_cheaper
 _SENT_BY_THIS_PROCESS: dict[str, set[str]] = {}
 """Launch id → sessions this process has been answered for (every keeper of the process: the
 TUI's sessions, the bench's, an agent beside a chat); the `exclusive` check's "ours"."""
+_GATES: weakref.WeakValueDictionary[str, SlotGate] = weakref.WeakValueDictionary()
+"""One gate per server for the whole process: every keeper's requests to a server (chat, agent,
+side calls, saves) queue on the same per-slot locks, so a held lock proves the slot idle."""
+
+
+def _process_gate(
+    conn: Connection, total: Callable[[], int], exclusive: Callable[[], bool]
+) -> SlotGate:
+    """The process's gate for `conn`'s server, its probe and exclusivity check bound to the
+    newest connection (an earlier keeper's client may be closed by now)."""
+    try:  # a gate's locks belong to one event loop (tests run many)
+        loop = id(asyncio.get_running_loop())
+    except RuntimeError:
+        loop = 0
+    key = f"{loop}:{conn.launch_id or conn.client.base_url}"
+    gate = _GATES.get(key)
+    if gate is None:
+        gate = _GATES[key] = SlotGate(total)
+    gate.rebind(total, slots_busy_probe(conn.client.slots), exclusive)
+    return gate
+
+
+RESTORE_NOT_REUSED = (
+    "this model has sliding-window (or recurrent) layers and the server runs without --swa-full: "
+    "llama-server cannot reuse a restored slot there, so the prompt is read again"
+)
 
 
 @dataclass
@@ -90,11 +119,7 @@ class SlotKeeper:
         self.conn = conn
         props = conn.props
         self.pool.update(props.total_slots, props.model_path, conn.launch_id)
-        self.gate = SlotGate(
-            lambda: self.pool.total_slots,
-            busy_probe=slots_busy_probe(conn.client.slots),
-            exclusive=self.exclusive,
-        )
+        self.gate = _process_gate(conn, lambda: self.pool.total_slots, self.exclusive)
         self.archive = archive_for(conn, self.archive_max_bytes)
         self.ledger = SlotLedger(self.archive.folder) if self.archive is not None else None
 
@@ -178,6 +203,8 @@ class SlotKeeper:
             self.archive.check(session.id, server_facts(self.conn))
         except ArchiveRefused as exc:
             return self._cold(str(exc))
+        if not self.restores_are_reused():
+            return self._cold(RESTORE_NOT_REUSED)
         slot = await self.room()
         notes, self.notes = self.notes, []
         if slot is None:
@@ -213,6 +240,16 @@ class SlotKeeper:
     def _cold(self, reason: str) -> list[str]:
         self.resume = ResumeState("cold", reason=reason)
         return [f"cold start: {reason}"]
+
+    def restores_are_reused(self) -> bool:
+        """Whether this server can reuse a restored slot: not on a sliding-window model without
+        `--swa-full`, nor on a recurrent one (the launch's fit says prefix reuse `none`). There
+        llama-server saves only the last window of the sliding layers and no context checkpoints,
+        and its reuse test then rejects the restored window, so a restore would cost a file read
+        and the prompt be read again anyway (README, "Cache economy")."""
+        record = self.conn.record if self.conn is not None else None
+        fit = record.fit if record is not None else None
+        return not isinstance(fit, dict) or fit.get("prefix_reuse", "full") == "full"
 
     def take_resume(self) -> ResumeState | None:
         """How the session came back, once (the first turn's note says it)."""
@@ -269,6 +306,9 @@ class SlotKeeper:
             tag = self.archive.check(self.session.id, server_facts(self.conn))
         except ArchiveRefused as exc:
             self.notes.append(f"slot {self.session.pinned_slot} now holds another session; {exc}")
+            return slot
+        if not self.restores_are_reused():
+            self.notes.append(RESTORE_NOT_REUSED)
             return slot
         if not restore_is_cheaper(tag.n_saved, tag.n_bytes, self.restore_rate, self.prompt_rate):
             self.notes.append("reading the prompt again is cheaper than restoring its saved slot")

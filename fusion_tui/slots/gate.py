@@ -89,6 +89,15 @@ class SlotGate:
         self._held: set[int] = set()
         self.anonymous_in_flight = 0
 
+    def rebind(
+        self,
+        total_slots: Callable[[], int] | None,
+        busy_probe: BusyProbe | None,
+        exclusive: Exclusive | None,
+    ) -> None:
+        """A new client of the same server takes over the probe (the locks stay)."""
+        self._total, self._probe, self._exclusive = total_slots, busy_probe, exclusive
+
     @property
     def held(self) -> frozenset[int]:
         return frozenset(self._held)

@@ -41,11 +41,15 @@ async def test_a_degenerate_answer_cut_at_max_tokens_is_reused_whole(server: Rea
 
 
 async def test_a_chat_session_past_its_slot_compacts_and_the_turn_completes(
-    server: RealServer,
+    server: RealServer, demo_model: Path
 ) -> None:
     from fusion_tui.chat.events import Compacted
+    from fusion_tui.fit.swa import prefix_reuse
+    from fusion_tui.gguf.facts import read_model_facts
     from tests.server.real_backend import long_text
 
+    assert server.record is not None  # the launch plan's reuse class (`full`), as launched
+    server.record.fit = {"prefix_reuse": prefix_reuse(read_model_facts(demo_model), False)}
     b = await backend(server, max_tokens=12)  # also the summary's budget: a loaded box is slow
     n_ctx = b.conn.props.n_ctx  # type: ignore[union-attr]
     assert n_ctx == 2048
@@ -61,7 +65,10 @@ async def test_a_chat_session_past_its_slot_compacts_and_the_turn_completes(
     assert len([m for m in b.session.messages if m.role == "user"]) == 6
     side = [r for r in b.session.requests if r.side_call]
     own_slots = {r.id_slot for r in own_requests(b)}
-    assert side and len(own_slots) == 1 and side[0].id_slot not in own_slots
+    assert side and len(own_slots) == 1
+    # the summary continued the session's own cached prompt: only the question was read
+    assert side[0].id_slot in own_slots and side[0].prompt_n < 100, side[0]
+    assert side[0].cache_n > n_ctx // 2, side[0]
 
 
 async def test_two_sessions_and_their_titles_keep_every_cached_prefix(

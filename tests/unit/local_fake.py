@@ -31,12 +31,15 @@ class DiskFake(FakeLlamaServer):
     def __init__(self, folder: Path, **kw: Any) -> None:
         super().__init__(**kw)
         self.folder = folder
+        self.actions: list[tuple[str, str]] = []
+        """(action, file name) of every slot save/restore asked."""
 
     def _slot_action(
         self, path: str, query: dict[str, list[str]], body: Any
     ) -> tuple[int, dict[str, Any]]:
         action = (query.get("action") or [""])[0]
         name = body.get("filename") if isinstance(body, dict) else None
+        self.actions.append((action, str(name)))
         if action == "restore" and isinstance(name, str):
             file = self.folder / name
             if file.is_file():

@@ -91,7 +91,7 @@ async def test_the_slot_view_says_who_is_in_a_slot_and_who_on_disk(
         await b.close()
 
 
-async def test_the_gate_skips_its_busy_probe_only_while_no_other_session_uses_the_server(
+async def test_the_gate_skips_its_busy_probe_only_while_no_other_process_uses_the_server(
     paths: AppPaths, tmp_path: Path
 ) -> None:
     slot_dir = tmp_path / "slots"
@@ -102,8 +102,40 @@ async def test_the_gate_skips_its_busy_probe_only_while_no_other_session_uses_th
         a.conn.launched = True  # this process launched the daemon
         await turn(a, "alone")
         assert a.keeper.exclusive()
-        b = await started(srv, paths, slot_dir)  # another client of the same daemon
+        b = await started(srv, paths, slot_dir)  # a second session of this process
+        assert b.keeper.gate is a.keeper.gate  # one gate per server for the whole process
         await turn(b, "me too")
-        assert not a.keeper.exclusive()
+        assert a.keeper.exclusive()
+        assert a.keeper.ledger is not None
+        a.keeper.ledger.claim(1, "another-process-session", a.conn.launch_id)
+        assert not a.keeper.exclusive()  # another process sends to the daemon
         await a.close()
         await b.close()
+
+
+async def test_no_restore_where_the_server_cannot_reuse_a_restored_slot(
+    paths: AppPaths, tmp_path: Path
+) -> None:
+    """A sliding-window model without --swa-full (fit: prefix reuse `none`): llama-server drops
+    a restored slot's window at its reuse test, so a returning session is not restored (a file
+    read for nothing) and says why."""
+    slot_dir = tmp_path / "slots"
+    slot_dir.mkdir()
+    with DiskFake(slot_dir, total_slots=2, n_ctx=8192) as srv:
+        backends = [await started(srv, paths, slot_dir) for _ in range(3)]
+        for b in backends:
+            assert b.conn is not None and b.conn.record is not None
+            b.conn.record.fit = {"prefix_reuse": "none"}
+        notes: list[str] = []
+        for r in range(2):
+            for k, b in enumerate(backends):
+                events = await turn(b, f"session {k} round {r}: " + "context " * 20)
+                notes += [e.text for e in events if isinstance(e, Notice)]
+        for b in backends:
+            await b.close()
+    assert not [n for n in notes if n.startswith("restored the saved slot")], notes
+    assert any("cannot reuse a restored slot" in n for n in notes), notes
+    assert [a for a in srv.actions if a[0] == "restore"] == []
+    assert [a for a in srv.actions if a[0] == "save"], (
+        "slots are still saved (a --swa-full relaunch can use them)"
+    )
