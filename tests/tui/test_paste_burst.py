@@ -75,6 +75,7 @@ async def test_a_tab_in_a_paste_is_text_and_the_box_keeps_the_focus() -> None:
         _main, prompt, _clock = await started(app, pilot)
         burst(app, "if x:")
         driver = app._driver
+        assert driver is not None
         for key, char in (("enter", "\r"), ("tab", "\t")):
             event = events.Key(key, char)
             event.set_sender(app)
@@ -124,6 +125,7 @@ async def test_a_bracketed_paste_is_inserted_whole_and_enter_sends_it() -> None:
         await pilot.press(*"see: ")
         paste = events.Paste("line 1\nline 2")  # what the driver makes of a bracketed paste
         paste.set_sender(app)
+        assert app._driver is not None
         app._driver.send_message(paste)
         await pilot.pause()
         assert backend.sent == [] and prompt.text == "see: line 1\nline 2"
