@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from fusion_tui.chat.agent_backend import AgentBackend
 from fusion_tui.chat.local import LocalBackend
 from fusion_tui.config import Settings
 from fusion_tui.config.settings import UISettings
@@ -114,3 +115,42 @@ async def test_a_server_already_without_repacking_is_not_relaunched_for_sigill(
     finally:
         await conn.client.aclose()
         await daemon.stop()
+
+
+async def test_agent_mode_recovers_a_first_request_sigill_the_same_way(
+    app_home: AppPaths, tmp_path: Path, model: Path
+) -> None:
+    binary = fake_binary(tmp_path / "bin", "sigill-after-probe")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    app = build_app(settings(binary, model), paths=app_home, workspace=ws)
+    backend = app.backend
+    assert isinstance(backend, AgentBackend)
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            main = app.screen
+            assert isinstance(main, MainScreen)
+            await until(pilot, lambda: main.server_status.state == "ready", "the first start")
+            assert backend.conn is not None and backend.conn.probe_pending is not None
+            await asyncio.wait_for(backend.conn.probe_pending, 30)
+            clock = FakeClock()
+            prompt = main.query_one(PromptInput)
+            prompt.key_clock = KeyClock(clock)
+            await pilot.press(*"list the files")
+            clock.advance(1.0)
+            await pilot.press("enter")
+            await until(
+                pilot,
+                lambda: (
+                    len(repack_flags(binary)) == 2
+                    and main.server_status.state == "ready"
+                    and bool(main.server_status.note)
+                ),
+                "the relaunched server",
+            )
+            assert repack_flags(binary) == [False, True]
+            assert prompt.text == "list the files"
+            notices = [m.text for m in main.query(ChatMessage) if m.role == "notice"]
+            assert any("SIGILL" in n for n in notices)
+    finally:
+        await ManagedDaemon(app_home).stop()
