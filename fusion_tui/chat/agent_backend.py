@@ -60,6 +60,7 @@ from fusion_tui.server.errors import ServerError
 from fusion_tui.server.types import PromptProgress, StreamEnd, TextDelta, Timings
 from fusion_tui.sessions.model import Session
 from fusion_tui.sessions.store import SessionStore
+from fusion_tui.sigill_recovery import sigill_after_serving
 from fusion_tui.status import ServerStatus
 
 Connect = Callable[..., Awaitable[Connection]]
@@ -266,6 +267,9 @@ class AgentBackend:
 
     def slot_view(self) -> SlotView | None:
         return self.keeper if self.keeper.conn is not None else None
+
+    async def died_of_sigill(self) -> bool:
+        return await sigill_after_serving(self.settings, self.paths, self.conn)
 
     def history(self) -> list[Said]:
         return [

@@ -146,3 +146,8 @@ class Backend(Protocol):
     def slot_view(self) -> SlotView | None:
         """The slot map's source once connected, or None when this backend has no slots."""
         ...
+
+    async def died_of_sigill(self) -> bool:
+        """After a failed turn: the managed server this app launched died of SIGILL with
+        repacking on (`sigill_recovery`); a relaunch now starts it with `--no-repack`."""
+        ...

@@ -55,6 +55,7 @@ from fusion_tui.server.errors import (
 from fusion_tui.server.types import PromptProgress, StreamEnd, StreamEvent, TextDelta
 from fusion_tui.sessions.model import Message, Outcome, Session, WallClock
 from fusion_tui.sessions.store import SessionStore
+from fusion_tui.sigill_recovery import sigill_after_serving
 from fusion_tui.slots.archive import DEFAULT_MAX_BYTES
 from fusion_tui.slots.gate import waiting_message
 from fusion_tui.slots.pins import SlotPool
@@ -194,6 +195,13 @@ class LocalBackend:
         if self.endpoints is not None:  # issue 14: every endpoint's slots, grouped
             return endpoint_turns.slot_view(self)
         return self.keeper
+
+    async def died_of_sigill(self) -> bool:
+        primary, conn = self._primary, self.conn  # issue 14: the managed one is the first
+        found = await sigill_after_serving(self.settings, self.paths, primary)
+        if not found and conn is not primary:
+            found = await sigill_after_serving(self.settings, self.paths, conn)
+        return found
 
     async def stop_server(self) -> str | None:
         """Save every session's slot, then stop the managed daemon (never an external one).

@@ -2,7 +2,8 @@
 
 The agent's task runs in a worker; `decide` pushes the modal and waits for the user's answer on
 a future, so the step loop simply awaits it. A task cancelled while the modal is up (Esc on the
-turn) takes the modal down with it; anything but a `Decision` counts as deny.
+turn) takes the modal down with it; anything but a `Decision` counts as deny. Whatever the user
+typed while the modal was up goes back into the prompt box when it closes.
 """
 
 from __future__ import annotations
@@ -13,23 +14,28 @@ from typing import Any
 from textual.app import App
 
 from fusion_tui.agent.approval import ApprovalRequest, Decision
+from fusion_tui.clock import Clock
 from fusion_tui.endpoints.placement import Placement
 from fusion_tui.tui.screens.approval import ApprovalModal
 from fusion_tui.tui.screens.failover import FailoverModal
+from fusion_tui.tui.widgets.prompt_input import PromptInput
 
 
 class TuiApprover:
-    def __init__(self, app: App[Any]) -> None:
+    def __init__(self, app: App[Any], clock: Clock | None = None) -> None:
         self.app = app
+        self.clock = clock
+        """The approval modal's key clock (tests inject one; None: the keys' own stamps)."""
 
     async def decide(self, request: ApprovalRequest) -> Decision:
         answer: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
 
         def done(decision: Decision | None) -> None:
+            give_back_typing(self.app, modal.typed)
             if not answer.done():
                 answer.set_result(decision if isinstance(decision, Decision) else Decision.DENY)
 
-        modal = ApprovalModal(request)
+        modal = ApprovalModal(request, clock=self.clock)
         await self.app.push_screen(modal, callback=done)
         try:
             return await answer
@@ -54,3 +60,13 @@ class TuiApprover:
             if modal.is_current:
                 modal.dismiss(False)
             raise
+
+
+def give_back_typing(app: App[Any], text: str) -> None:
+    """Text typed into a modal goes into the prompt box below it, at its cursor."""
+    if not text:
+        return
+    for screen in reversed(app.screen_stack):
+        for prompt in screen.query(PromptInput):
+            prompt.insert(text)
+            return

@@ -10,6 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from textual.notifications import Notification, Notify
+
+from fusion_tui.server.probe import format_rate
 from fusion_tui.status import ServerStatus
 from fusion_tui.tui.bindings import SERVER_LOG
 
@@ -31,12 +34,43 @@ def server_ready_text(status: ServerStatus) -> str:
     """`SmolLM2 · 4 slots × 4096 ctx` and, when measured, `~95 tok/s single stream`."""
     head = " · ".join(p for p in (status.model, f"{status.slots} slots × {status.n_ctx} ctx") if p)
     if status.tok_s:
-        return f"{head}\n~{status.tok_s:.0f} tok/s single stream"
+        return f"{head}\n~{format_rate(status.tok_s)} tok/s single stream"
     return head
 
 
 def notify_server_ready(app: Any, status: ServerStatus) -> None:
     app.notify(server_ready_text(status), title="Server ready", markup=False)
+
+
+class ReadyToast:
+    """The "Server ready" toast. A fresh launch is ready before its throughput probe lands, so
+    the first toast has no rate; when the rate comes, the toast is shown again with it (in place
+    of the first while that one is still up, else on its own)."""
+
+    def __init__(self) -> None:
+        self.shown: Notification | None = None
+        self.waiting_for_rate = False
+
+    def show(self, app: Any, status: ServerStatus, title: str = "Server ready") -> None:
+        timeout = float(getattr(app, "NOTIFICATION_TIMEOUT", 5.0))
+        self.shown = Notification(server_ready_text(status), title, timeout=timeout, markup=False)
+        app.post_message(Notify(self.shown))
+        self.waiting_for_rate = not status.tok_s
+
+    def rate_landed(self, app: Any, status: ServerStatus) -> None:
+        """Called with every status: shows the toast again once a shown one lacked the rate."""
+        if not (self.waiting_for_rate and status.state == "ready" and status.tok_s):
+            return
+        old, title = self.shown, "Server ready"
+        unnotify = getattr(app, "_unnotify", None)  # Textual keeps no public way to drop one
+        if old is not None and not old.has_expired and callable(unnotify):
+            try:
+                unnotify(old)
+            except KeyError:  # gone meanwhile
+                pass
+        elif old is not None:
+            title = "Server speed measured"
+        self.show(app, status, title)
 
 
 def server_crashed_text(detail: str, log_tail: str | Sequence[str], log_key: str) -> str:

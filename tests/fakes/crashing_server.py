@@ -9,6 +9,8 @@ JSON line to `STATE_DIR/starts.jsonl`. Modes:
 - `sigill`: dies of SIGILL while warming up, every time.
 - `sigill-after-health`: serves `/health`, then dies of SIGILL at the first completion unless
   `--no-repack` is passed (a crash after the model loaded).
+- `sigill-after-probe`: serves `/health` and its first completion (the throughput probe), then
+  dies of SIGILL at the next completion (a user's first request) unless `--no-repack` is passed.
 - `sigsegv`, `sigbus`: die of that signal while loading the model.
 - `sigkill`: kills itself with SIGKILL while loading.
 - `loading`: answers 503 "Loading model" forever.
@@ -48,6 +50,17 @@ class _SigillOnCompletion(FakeLlamaServer):
         die(signal.SIGILL)
 
 
+class _SigillAfterProbe(FakeLlamaServer):
+    completions = 0
+
+    async def _completion(self, *args: Any, **kwargs: Any) -> None:
+        self.completions += 1
+        if self.completions > 1:
+            log("slot launch_slot_: id  0 | task 1 | processing task")
+            die(signal.SIGILL)
+        await super()._completion(*args, **kwargs)
+
+
 def main(argv: list[str]) -> int:
     mode, state, args = argv[0], Path(argv[1]), argv[2:]
     with (state / "starts.jsonl").open("a") as fh:
@@ -62,7 +75,11 @@ def main(argv: list[str]) -> int:
     if mode == "sigill" or (mode == "sigill-unless-no-repack" and not repack_off):
         log("ggml_cpu: tinygemm_kernel_amx")
         die(signal.SIGILL)
-    server_type = _SigillOnCompletion if mode == "sigill-after-health" and not repack_off else None
+    server_type: type[FakeLlamaServer] | None = None
+    if mode == "sigill-after-health" and not repack_off:
+        server_type = _SigillOnCompletion
+    elif mode == "sigill-after-probe" and not repack_off:
+        server_type = _SigillAfterProbe
     cls = server_type or FakeLlamaServer
     server = cls(total_slots=2, n_ctx=512, model_path=model, bind_port=port)
     server.loading = mode == "loading"

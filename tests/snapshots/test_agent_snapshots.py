@@ -12,6 +12,7 @@ from fusion_tui.config import Settings
 from fusion_tui.config.settings import UISettings
 from fusion_tui.tui.app import build_app
 from fusion_tui.tui.screens.approval import ApprovalModal
+from tests.fakes.clock import FakeClock
 from tests.tui.scripted_agent_backend import DIFF, ScriptedAgentBackend
 from tests.tui.scripted_backend import ScriptedBackend
 
@@ -66,6 +67,24 @@ def test_approval_modal_for_a_command(snap_compare: Any) -> None:
             "shell", "run_shell", "git status -s", "git status -s", "git status"
         )
         await pilot.app.push_screen(ApprovalModal(request))
+        await pilot.pause()
+
+    app = build_app(SETTINGS, ScriptedBackend())
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+def test_approval_modal_keeps_what_was_typed_into_it(snap_compare: Any) -> None:
+    """You should see the command modal with its keys in the bottom border ("ctrl+y allow once ·
+    tab/←→ choose · enter press · esc deny") and, under the buttons, the line `typed here, back
+    to your message after this: “and the tests”`: letters never answer it."""
+
+    async def run_before(pilot: Any) -> None:
+        await _settle(pilot)
+        request = ApprovalRequest(
+            "shell", "run_shell", "git status -s", "git status -s", "git status"
+        )
+        await pilot.app.push_screen(ApprovalModal(request, clock=FakeClock()))
+        await pilot.press(*"and the tests")
         await pilot.pause()
 
     app = build_app(SETTINGS, ScriptedBackend())

@@ -125,6 +125,9 @@ class ScriptedBackend:
     def slot_view(self) -> SlotView | None:
         return None
 
+    async def died_of_sigill(self) -> bool:
+        return False
+
 
 if TYPE_CHECKING:  # mypy checks the scripted backends against the protocol
     _backend: Backend = ScriptedBackend()

@@ -24,6 +24,7 @@ from fusion_tui.tui.screens.approval import ApprovalModal
 from fusion_tui.tui.widgets.chat_message import ChatMessage
 from fusion_tui.tui.widgets.slot_map import SlotMap
 from fusion_tui.tui.widgets.tool_call import ToolCall
+from tests.fakes.clock import FakeClock
 from tests.fakes.fake_server import FakeLlamaServer, Reply
 from tests.tui.scripted_agent_backend import DIFF, ScriptedAgentBackend
 
@@ -36,13 +37,21 @@ class Host(App[None]):
         yield Static("host")
 
 
+def past_grace(modal: ApprovalModal, seconds: float = 1.0) -> None:
+    """Move the modal's key clock on: it has been up (and the keys quiet) that long."""
+    clock = modal.key_clock.clock
+    assert isinstance(clock, FakeClock)
+    clock.advance(seconds)
+
+
 async def ask(request: ApprovalRequest, *keys: str, click: str | None = None) -> Decision:
     app = Host()
     async with app.run_test(size=(80, 24)) as pilot:
-        approver = TuiApprover(app)
+        approver = TuiApprover(app, clock=FakeClock())
         task = asyncio.ensure_future(approver.decide(request))
         await pilot.pause()
         assert isinstance(app.screen, ApprovalModal)
+        past_grace(app.screen)
         if click:
             await pilot.click(click)
         await pilot.press(*keys)
@@ -55,9 +64,10 @@ async def ask(request: ApprovalRequest, *keys: str, click: str | None = None) ->
 @pytest.mark.parametrize(
     ("keys", "click", "expected"),
     [
-        (("a",), None, Decision.ALLOW_ONCE),
-        (("p",), None, Decision.ALLOW_PREFIX),
-        (("d",), None, Decision.DENY),
+        (("ctrl+y",), None, Decision.ALLOW_ONCE),
+        (("left", "enter"), None, Decision.ALLOW_PREFIX),  # the focus starts on "deny"
+        (("left", "left", "enter"), None, Decision.ALLOW_ONCE),
+        (("shift+tab", "enter"), None, Decision.ALLOW_PREFIX),
         (("escape",), None, Decision.DENY),
         ((), "#allow-once", Decision.ALLOW_ONCE),
         ((), "#allow-prefix", Decision.ALLOW_PREFIX),
@@ -74,17 +84,15 @@ async def test_the_approval_modal_returns_each_decision(
 async def test_a_write_offers_no_prefix_and_shows_the_diff() -> None:
     app = Host()
     async with app.run_test(size=(80, 24)) as pilot:
-        task = asyncio.ensure_future(TuiApprover(app).decide(WRITE))
+        task = asyncio.ensure_future(TuiApprover(app, clock=FakeClock()).decide(WRITE))
         await pilot.pause()
         modal = app.screen
         assert isinstance(modal, ApprovalModal)
         assert not modal.query("#allow-prefix")
         shown = " ".join(str(s.render()) for s in modal.query(Static))
         assert "Write app.py?" in shown and 'return f"hello {name}"' in shown
-        await pilot.press("p")  # not offered: nothing happens
-        await pilot.pause()
-        assert not task.done()
-        await pilot.press("a")
+        past_grace(modal)
+        await pilot.press("left", "enter")  # no prefix button: from "deny" to "allow once"
         assert await asyncio.wait_for(task, 5) is Decision.ALLOW_ONCE
 
 
@@ -140,8 +148,10 @@ def act(tool: str, **args: Any) -> Reply:
 
 
 async def wait_for_modal(app: App[Any], pilot: Any) -> ApprovalModal:
+    """The modal once it is up, its grace period over (the app's approver has a fake clock)."""
     for _ in range(200):
         if isinstance(app.screen, ApprovalModal):
+            past_grace(app.screen)
             return app.screen
         await pilot.pause(0.02)
     raise AssertionError("the approval modal never appeared")
@@ -159,6 +169,7 @@ async def test_agent_mode_asks_before_a_write_and_draws_the_tool_block(
         server=ServerSettings(mode="external", url=srv.url), ui=UISettings(cursor_blink=False)
     )
     app = build_app(settings, paths=app_home, workspace=ws)
+    app.approver.clock = FakeClock()
     backend = app.backend
     assert isinstance(backend, AgentBackend) and backend.approver is app.approver
     async with app.run_test(size=(80, 24)) as pilot:
@@ -166,7 +177,7 @@ async def test_agent_mode_asks_before_a_write_and_draws_the_tool_block(
         await pilot.press(*"write hello", "enter")
         modal = await wait_for_modal(app, pilot)
         assert modal.request.tool == "write_file" and modal.request.target == "hello.txt"
-        await pilot.press("a")
+        await pilot.press("ctrl+y")
         await pilot.pause()
         main = app.screen
         await main.workers.wait_for_complete()
@@ -216,6 +227,7 @@ async def test_an_agent_session_survives_a_relaunch_with_its_tools_and_approver(
         server=ServerSettings(mode="external", url=srv.url), ui=UISettings(cursor_blink=False)
     )
     app = build_app(settings, paths=app_home, workspace=ws)
+    app.approver.clock = FakeClock()
     first = app.backend
     async with app.run_test(size=(80, 24)) as pilot:
         await app.screen.workers.wait_for_complete()
@@ -231,7 +243,7 @@ async def test_an_agent_session_survives_a_relaunch_with_its_tools_and_approver(
         await pilot.press(*"write again", "enter")
         modal = await wait_for_modal(app, pilot)  # the approver came along
         assert modal.request.tool == "write_file" and modal.request.target == "again.txt"
-        await pilot.press("a")
+        await pilot.press("ctrl+y")
         await pilot.pause()
         await app.screen.workers.wait_for_complete()
         await pilot.pause()

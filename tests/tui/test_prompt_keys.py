@@ -5,10 +5,12 @@ from __future__ import annotations
 from fusion_tui.config import Settings
 from fusion_tui.config.settings import UISettings
 from fusion_tui.tui.app import build_app
+from fusion_tui.tui.key_clock import KeyClock
 from fusion_tui.tui.screens.help import HelpScreen
 from fusion_tui.tui.screens.main import MainScreen
 from fusion_tui.tui.widgets.chat_message import ChatMessage
 from fusion_tui.tui.widgets.prompt_input import PromptInput
+from tests.fakes.clock import FakeClock
 from tests.tui.keys_support import burst
 from tests.tui.scripted_backend import ScriptedBackend
 
@@ -20,12 +22,18 @@ def _main(app: object) -> MainScreen:
 
 
 async def test_a_fast_burst_with_a_question_mark_is_sent_whole() -> None:
+    """Typed fast, then Enter after a pause (an Enter inside the burst is a pasted new line)."""
     backend = ScriptedBackend([["because."]])
     app = build_app(SETTINGS, backend)
     async with app.run_test(size=(80, 24)) as pilot:
         await app.screen.workers.wait_for_complete()
-        burst(app, "why? because it is\r")
-        await pilot.pause(0.3)
+        clock = FakeClock()
+        app.screen.query_one(PromptInput).key_clock = KeyClock(clock)
+        burst(app, "why? because it is")
+        await pilot.pause()
+        clock.advance(0.2)
+        burst(app, "\r")
+        await pilot.pause()
         await _main(app).workers.wait_for_complete()
         await pilot.pause()
         assert not any(isinstance(s, HelpScreen) for s in app.screen_stack)
@@ -64,8 +72,13 @@ async def test_a_burst_with_new_lines_keeps_their_order_and_sends_it_all() -> No
     app = build_app(SETTINGS, backend)
     async with app.run_test(size=(80, 24)) as pilot:
         await app.screen.workers.wait_for_complete()
-        burst(app, "def f():", "ctrl+j", "    return 1", "ctrl+j", "done?\r")
-        await pilot.pause(0.3)
+        clock = FakeClock()
+        app.screen.query_one(PromptInput).key_clock = KeyClock(clock)
+        burst(app, "def f():", "ctrl+j", "    return 1", "ctrl+j", "done?")
+        await pilot.pause()
+        clock.advance(0.2)
+        burst(app, "\r")
+        await pilot.pause()
         await _main(app).workers.wait_for_complete()
         await pilot.pause()
         assert backend.sent == ["def f():\n    return 1\ndone?"]

@@ -2,11 +2,19 @@
 
 It shows what would happen (the unified diff of the write, or the whole command line) and offers
 "allow once", "always allow this command prefix in this session" (shell commands with a simple
-prefix only) and "deny". Esc denies. The answer is a `Decision`; the model never sees this screen.
+prefix only) and "deny". The answer is a `Decision`; the model never sees this screen.
+
+The modal pops up while the user may be typing the next message, so no typed character answers
+it: letters (and space) are text, kept in `typed` and handed back to the prompt box when the
+modal closes. Decisions take deliberate keys: Ctrl+Y allows once, Enter presses the highlighted
+button (Deny at first; Tab or the arrows move), Esc denies, or a click. None counts within
+`APPROVAL_GRACE_S` of the modal appearing or of a key it took as typing, so an Enter or Esc
+that was still on its way from the prompt box decides nothing either.
 """
 
 from __future__ import annotations
 
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -14,7 +22,13 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from fusion_tui.agent.approval import ApprovalRequest, Decision
+from fusion_tui.clock import Clock
+from fusion_tui.tui.key_clock import APPROVAL_GRACE_S, KeyClock
 from fusion_tui.tui.widgets.tool_call import diff_text
+
+KEYS_HINT = "ctrl+y allow once · tab/←→ choose · enter press · esc deny"
+PASSING_KEYS = {"tab", "shift+tab", "left", "right", "up", "down"}
+"""Keys that only move between the buttons: always let through, never counted as typing."""
 
 
 def heading(request: ApprovalRequest) -> str:
@@ -24,13 +38,13 @@ def heading(request: ApprovalRequest) -> str:
 
 
 class ApprovalModal(ModalScreen[Decision]):
-    """Allow once, always allow this prefix (shell), or deny (Esc)."""
+    """Allow once (Ctrl+Y), always allow this prefix (shell), or deny (Esc)."""
 
     BINDINGS = [
         Binding("escape", "deny", "Deny", show=False),
-        Binding("a", "allow_once", "Allow once", show=False),
-        Binding("p", "allow_prefix", "Always allow prefix", show=False),
-        Binding("d", "deny", "Deny", show=False),
+        Binding("ctrl+y", "allow_once", "Allow once", show=False),
+        Binding("left", "app.focus_previous", show=False),
+        Binding("right", "app.focus_next", show=False),
     ]
 
     DEFAULT_CSS = """
@@ -56,11 +70,18 @@ class ApprovalModal(ModalScreen[Decision]):
     }
     ApprovalModal #approval-buttons { height: auto; margin: 1 0 0 0; }
     ApprovalModal #approval-buttons Button { margin: 0 1 0 0; min-width: 10; }
+    ApprovalModal #approval-typed { color: $text-muted; display: none; }
+    ApprovalModal #approval-typed.-shown { display: block; }
     """
 
-    def __init__(self, request: ApprovalRequest) -> None:
+    def __init__(self, request: ApprovalRequest, *, clock: Clock | None = None) -> None:
         super().__init__()
         self.request = request
+        self.key_clock = KeyClock(clock)
+        self.shown_at = self.key_clock.now()
+        self.typed = ""
+        """Text typed while the modal was up: it goes back to the prompt box."""
+        self._typed_at: float | None = None
 
     @property
     def offers_prefix(self) -> bool:
@@ -70,9 +91,7 @@ class ApprovalModal(ModalScreen[Decision]):
         req = self.request
         with Vertical(id="approval-box") as box:
             box.border_title = f"The agent wants to use {req.tool}"
-            box.border_subtitle = "a allow · d/esc deny" + (
-                " · p always" if self.offers_prefix else ""
-            )
+            box.border_subtitle = KEYS_HINT
             yield Static(heading(req), id="approval-heading", markup=False)
             with VerticalScroll(id="approval-detail"):
                 if req.kind == "shell":
@@ -85,12 +104,44 @@ class ApprovalModal(ModalScreen[Decision]):
                     label = f"Always allow “{req.prefix}” here"
                     yield Button(label, id="allow-prefix", variant="warning")
                 yield Button("Deny", id="deny", variant="error")
+            yield Static("", id="approval-typed", markup=False)
 
     def on_mount(self) -> None:
+        self.shown_at = self.key_clock.now()
         self.query_one("#deny", Button).focus()
+
+    def settled(self, at: float) -> bool:
+        """The modal has been up, and the keyboard quiet, for the grace period."""
+        since_typing = at - self._typed_at if self._typed_at is not None else float("inf")
+        return at - self.shown_at >= APPROVAL_GRACE_S and since_typing >= APPROVAL_GRACE_S
+
+    def on_key(self, event: events.Key) -> None:
+        """Before the bindings (which run once the key has bubbled past this screen): text
+        is kept for the prompt, and a decision key within the grace period is dropped."""
+        if event.key in PASSING_KEYS:
+            return
+        at = self.key_clock.of(event)
+        if event.is_printable and event.character:
+            self._take_typing(event, at, self.typed + event.character)
+        elif event.key == "backspace" and self.typed:
+            self._take_typing(event, at, self.typed[:-1])
+        elif not self.settled(at):
+            self._take_typing(event, at, self.typed)
+
+    def _take_typing(self, event: events.Key, at: float, typed: str) -> None:
+        event.stop()
+        event.prevent_default()
+        self._typed_at = at
+        if typed != self.typed:
+            self.typed = typed
+            note = self.query_one("#approval-typed", Static)
+            note.update(f"typed here, back to your message after this: “{typed}”")
+            note.set_class(bool(typed), "-shown")
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
+        if self.key_clock.now() - self.shown_at < APPROVAL_GRACE_S:  # a click meant elsewhere
+            return
         actions = {
             "allow-once": Decision.ALLOW_ONCE,
             "allow-prefix": Decision.ALLOW_PREFIX,
@@ -100,10 +151,6 @@ class ApprovalModal(ModalScreen[Decision]):
 
     def action_allow_once(self) -> None:
         self.dismiss(Decision.ALLOW_ONCE)
-
-    def action_allow_prefix(self) -> None:
-        if self.offers_prefix:
-            self.dismiss(Decision.ALLOW_PREFIX)
 
     def action_deny(self) -> None:
         self.dismiss(Decision.DENY)

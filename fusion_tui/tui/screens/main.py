@@ -30,7 +30,8 @@ from fusion_tui.chat.events import (
 from fusion_tui.server.errors import ServerError
 from fusion_tui.status import ServerStatus, turn_summary
 from fusion_tui.tui.bindings import MAIN_SCREEN_BINDINGS
-from fusion_tui.tui.notices import notify_server_crashed, notify_server_ready
+from fusion_tui.tui.notices import ReadyToast, notify_server_crashed
+from fusion_tui.tui.sigill_relaunch import relaunch_after_sigill  # issue 11: a request's SIGILL
 from fusion_tui.tui.start_failure import notify_start_failed, start_failure_notice
 from fusion_tui.tui.widgets.chat_view import ChatView
 from fusion_tui.tui.widgets.endpoint_slot_map import EndpointSlotMap  # issue 14
@@ -77,6 +78,7 @@ class MainScreen(Screen[None]):
         self.server_status = ServerStatus()
         self._quit_armed = False
         """Ctrl+C was pressed once while idle: a second press quits."""
+        self.ready_toast = ReadyToast()  # shown again with the rate once the probe lands
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="body"), Vertical(id="chat-column"):
@@ -128,6 +130,7 @@ class MainScreen(Screen[None]):
     def report_status(self, status: ServerStatus) -> None:
         self.server_status = status
         self.status_line.server = status
+        self.ready_toast.rate_landed(self.app, status)
         for welcome in self.query(Welcome):
             welcome.update_status(status)
         if status.state in ("ready", "error", "stopped"):
@@ -151,7 +154,7 @@ class MainScreen(Screen[None]):
             notify_server_crashed(self.app, first_line, getattr(exc, "log_tail", ""))
             return
         self.report_status(status)
-        notify_server_ready(self.app, status)
+        self.ready_toast.show(self.app, status)
         if status.fallback:  # issue 14: the managed start failed, a remote endpoint serves
             await self.chat.add_message("notice", status.fallback)
         await self.mount_slot_map()
@@ -229,7 +232,7 @@ class MainScreen(Screen[None]):
         await self.draw_history()
         self.status_line.last_turn = ""
         self.report_status(status)
-        notify_server_ready(self.app, status)
+        self.ready_toast.show(self.app, status)
         if status.fallback:  # issue 14: the managed start failed, a remote endpoint serves
             await self.chat.add_message("notice", status.fallback)
         await self.mount_slot_map()
@@ -337,6 +340,7 @@ class MainScreen(Screen[None]):
         """A request of this turn reported its telemetry."""
         live: LiveStepBlock | None = None  # agent mode: the step in progress
         tools = 0
+        sigill = False  # issue 11: the server died of SIGILL at this request
         try:
             async with aclosing(self.backend.reply(text)) as events:
                 async for event in events:
@@ -370,6 +374,8 @@ class MainScreen(Screen[None]):
                         await message.finish(event.note, partial=event.partial)
                         if event.outcome == "completed" and self.first_turn:
                             self.make_title()
+                        elif event.outcome == "error" and await self.backend.died_of_sigill():
+                            sigill = True
                         elif event.outcome == "error":
                             kept = "the partial answer and " if message.text.strip() else ""
                             self.app.notify(
@@ -386,6 +392,8 @@ class MainScreen(Screen[None]):
                         await self.chat.mount(ToolCall(event), before=live or message)
                     elif isinstance(event, LiveStep):
                         live = await show_live_step(self.chat, live, event, before=message)
+            if sigill:  # relaunched with repacking off; the message back in the box
+                self.run_worker(relaunch_after_sigill(self, text), exit_on_error=False)
         except asyncio.CancelledError:
             status.activity = ""
             status.last_turn = "last turn cancelled"

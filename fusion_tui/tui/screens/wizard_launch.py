@@ -75,6 +75,8 @@ class WizardLaunch(ModalScreen[LaunchChoice | None]):
         """The launcher's status callback: one line per stage."""
         self.stages.append(status)
         self._draw_stages()
+        if self.launch_state == "ready" and self.choice is not None and status.tok_s:
+            self._show_ready(self.choice.connection)  # the probe landed after the ready line
 
     def _draw_stages(self) -> None:
         plan = self.plan
@@ -113,15 +115,7 @@ class WizardLaunch(ModalScreen[LaunchChoice | None]):
         self.launch_state = "ready"
         self.choice = LaunchChoice(plan.model_path, plan.parallel, plan, conn)
         self._draw_stages()
-        if conn.record is not None:
-            lines = [ready_line(conn.record, conn.probe)]
-            lines.append(kv_check_line(conn.record.kv_estimate_bytes,
-                                       conn.record.kv_allocated_bytes))  # fmt: skip
-        else:
-            lines = [conn.status.summary()]
-        result = self.query_one("#launch-result", Static)
-        result.update("\n".join(lines))
-        result.add_class("-ready")
+        self._show_ready(conn)
         if self.registry is not None:
             try:
                 self.registry.remember(
@@ -132,6 +126,18 @@ class WizardLaunch(ModalScreen[LaunchChoice | None]):
             except OSError as exc:
                 self.notify(f"Recent models not saved: {one_line(exc)}", markup=False)
         self._sync_buttons()
+
+    def _show_ready(self, conn: Connection) -> None:
+        """The ready line (with the probe's rate once it landed) and the KV check."""
+        if conn.record is not None:
+            lines = [ready_line(conn.record, conn.probe)]
+            lines.append(kv_check_line(conn.record.kv_estimate_bytes,
+                                       conn.record.kv_allocated_bytes))  # fmt: skip
+        else:
+            lines = [conn.status.summary()]
+        result = self.query_one("#launch-result", Static)
+        result.update("\n".join(lines))
+        result.add_class("-ready")
 
     def cancel_launch(self) -> None:
         self.workers.cancel_group(self, "launch")

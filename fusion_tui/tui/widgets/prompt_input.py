@@ -1,4 +1,11 @@
-"""Provides `PromptInput`: the multi-line prompt box. Enter sends; ctrl+j adds a line."""
+"""Provides `PromptInput`: the multi-line prompt box. Enter sends; ctrl+j adds a line.
+
+A paste in a terminal without bracketed paste arrives as a burst of keys with Enter (and Tab)
+between the lines. An Enter or Tab that comes within `PASTE_GAP_S` of the key before it is part
+of such a burst: it goes into the box as a new line (a tab), so the whole paste lands as one
+message that the user sends with Enter. An Enter after a pause, however short a person makes it,
+sends. A bracketed paste arrives as one `Paste` event and is inserted as it is.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +15,12 @@ from textual import events
 from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import TextArea
+
+from fusion_tui.clock import Clock
+from fusion_tui.tui.key_clock import PASTE_GAP_S, KeyClock
+
+BURST_KEYS = {"enter": "\n", "tab": "\t"}
+"""Keys that mean text, not a command, inside a burst of pasted keys."""
 
 
 class PromptInput(TextArea):
@@ -38,9 +51,13 @@ class PromptInput(TextArea):
         def control(self) -> PromptInput:
             return self.prompt_input
 
-    def __init__(self, *, id: str | None = None) -> None:
+    def __init__(self, *, id: str | None = None, clock: Clock | None = None) -> None:
         super().__init__(id=id, soft_wrap=True, show_line_numbers=False, tab_behavior="focus")
         self.border_title = "message · enter to send · ctrl+j new line"
+        self.key_clock = KeyClock(clock)
+        """When keys came (tests inject a clock)."""
+        self._burst_at: float | None = None
+        """When the last key of the current run of text keys came."""
 
     def on_key(self, event: events.Key) -> None:
         """Enter sends. `prevent_default` keeps TextArea's own key handler (which would insert a
@@ -49,11 +66,21 @@ class PromptInput(TextArea):
         The new-line keys are handled here too, in the box's own key order: as a binding they
         ran after the app's round trip, so in a fast burst the text typed after Ctrl+J landed
         before its new line (and an Enter right after sent the text without it)."""
+        at = self.key_clock.of(event)
+        in_burst = self._burst_at is not None and 0 <= at - self._burst_at <= PASTE_GAP_S
         if event.key in self.newline_keys():
             event.stop()
             event.prevent_default()
             self.action_newline()
+            self._burst_at = at
             return
+        if event.key in BURST_KEYS and in_burst:  # a paste without bracketed paste
+            event.stop()
+            event.prevent_default()
+            self.insert(BURST_KEYS[event.key])
+            self._burst_at = at
+            return
+        self._burst_at = at if event.is_printable else None
         if event.key != "enter":
             return
         event.stop()
