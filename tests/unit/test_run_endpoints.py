@@ -13,7 +13,7 @@ import pytest
 
 from fusion_tui.paths import AppPaths
 from fusion_tui.sessions.store import SessionStore
-from tests.fakes.fake_server import FakeLlamaServer
+from tests.fakes.fake_server import FakeLlamaServer, Reply
 from tests.unit.cli_support import act, call_cli, workspace
 
 
