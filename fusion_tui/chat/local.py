@@ -311,6 +311,7 @@ class LocalBackend:
         finally:
             self._finish_turn("".join(answer), outcome, detail)
         yield ReplyDone("completed", note=detail)
+        await keeper.save_ahead()  # after the answer, off every first token (crowded slots)
 
     def _open_stream(self, body: dict[str, Any]) -> AsyncGenerator[StreamEvent, None]:
         """The HTTP stream of one request: native `/completion` for a `prompt`, else the chat

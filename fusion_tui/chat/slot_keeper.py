@@ -343,6 +343,9 @@ class SlotKeeper:
         if victim is None:
             return None
         owner = holders[victim].session_id
+        if self._saved_since(owner, holders[victim].used):  # saved ahead, between turns
+            self.notes.append(f"took slot {victim}: session {owner}'s prompt is saved on disk")
+            return victim
         with anyio.move_on_after(SAVE_DEADLINE):
             try:
                 async with self.gate.hold(victim):
@@ -356,6 +359,38 @@ class SlotKeeper:
             except (ServerError, OSError) as exc:
                 self.notes.append(f"could not save slot {victim} before reusing it: {exc}")
         return victim
+
+    def _saved_since(self, session_id: str, used: float) -> bool:
+        """The session's saved slot on this launch is newer than its last answer there."""
+        tag = self.archive.read_tag(session_id) if self.archive is not None else None
+        launch = self.conn.launch_id if self.conn is not None else None
+        return tag is not None and tag.launch_id == launch and tag.saved_at >= used
+
+    async def save_ahead(self) -> None:
+        """Between turns, when every slot but the side slot holds a session: save the least
+        recently used other session's slot now (unless saved since its last answer), so the
+        next session that needs a slot takes it without a save on its first token."""
+        conn, gate, archive, ledger = self.conn, self.gate, self.archive, self.ledger
+        if conn is None or gate is None or archive is None or ledger is None:
+            return
+        holders = ledger.holders(conn.launch_id)
+        if len(holders) < self.pool.total_slots - 1:
+            return  # a free slot is left for the next newcomer
+        blocked = set(self.pool.pins.values()) | set(gate.held)
+        victim = choose_victim(holders, self.pool.total_slots, blocked, self.session.id)
+        if victim is None:
+            return
+        owner = holders[victim]
+        if self._saved_since(owner.session_id, owner.used):
+            return
+        with anyio.move_on_after(SAVE_DEADLINE):
+            try:
+                async with gate.hold(victim):
+                    if ledger.holders(conn.launch_id).get(victim) == owner:  # still there
+                        facts = server_facts(conn)
+                        await archive.save(conn.client, victim, owner.session_id, facts)
+            except (ServerError, OSError):
+                pass  # only a head start: the save before taking the slot still happens
 
     def take_notes(self) -> list[str]:
         notes, self.notes = self.notes, []
