@@ -219,6 +219,8 @@ class SlotPolicy(Protocol):
 
     def take_notes(self) -> list[str]: ...
 
+    async def seed(self, slot: int, prefix_hash: str, prefix_tokens: int) -> str | None: ...
+
     def pin_answer(self, id_slot: int) -> None: ...
 
     def side_slot_for(self, *, free_only: bool = False) -> int | None: ...
@@ -316,11 +318,15 @@ class SessionRunner:
         early_save = self._save()  # the user's words reach the disk before anything can fail
         tools: list[ToolFinished] = []
         if self.slots is not None:  # where the task's first request goes, by the one policy
+            brand_new = not any(not r.side_call for r in session.requests)
             await self.slots.warm_resume()
             slot = await self.slots.next_slot()
             self.slots.take_notes()
             if slot >= 0:
                 self.host.pool.pin(session.id, slot)
+                if brand_new:  # another agent session's system prompt and tools, copied in
+                    prefix = self.host.stable_prefix
+                    await self.slots.seed(slot, self.host.prefix_hash, len(prefix) // 4)
         packer = resume_packer(self.host, self._messages)
         sink = on_event or (lambda _e: None)
 

@@ -392,6 +392,50 @@ class SlotKeeper:
             except (ServerError, OSError):
                 pass  # only a head start: the save before taking the slot still happens
 
+    async def seed(self, slot: int, prefix_hash: str, prefix_tokens: int) -> str | None:
+        """A brand-new session about to start on the empty `slot`: when another session of this
+        launch starts with the same stable prefix (an agent's system prompt and tools), save its
+        slot and restore that file into `slot`, so the new session reads only what follows the
+        shared prefix; only where that beats reading `prefix_tokens` (measured rates) and the
+        server reuses restored slots. The note, or None."""
+        conn, gate, archive, ledger = self.conn, self.gate, self.archive, self.ledger
+        if conn is None or gate is None or archive is None or ledger is None or slot < 0:
+            return None
+        if not self.restores_are_reused():
+            return None
+        holders = ledger.holders(conn.launch_id)
+        for donor_slot, holder in sorted(holders.items(), key=lambda kv: -kv[1].used):
+            sid = holder.session_id
+            if donor_slot == slot or gate.is_held(donor_slot) or sid == self.session.id:
+                continue
+            try:
+                donor = self.store.load(sid)
+            except (SessionStoreError, ValueError):
+                continue
+            if donor.prefix_hash != prefix_hash:
+                continue
+            facts = server_facts(conn)
+            with anyio.move_on_after(SAVE_DEADLINE):
+                try:
+                    tag = archive.read_tag(sid)
+                    if tag is None or not self._saved_since(sid, holder.used):
+                        async with gate.hold(donor_slot):
+                            tag = await archive.save(conn.client, donor_slot, sid, facts)
+                    if not restore_is_cheaper(
+                        prefix_tokens, tag.n_bytes, self.restore_rate, self.prompt_rate
+                    ):
+                        return None
+                    async with gate.hold(slot):
+                        done = await archive.restore(conn.client, slot, sid, facts)
+                except (ServerError, OSError, ArchiveRefused):
+                    return None
+                return (
+                    f"started from {self._title(sid)}'s cached prefix: its slot {donor_slot} "
+                    f"copied into slot {slot} ({done.n_restored:,} tokens)"
+                )
+            return None
+        return None
+
     def take_notes(self) -> list[str]:
         notes, self.notes = self.notes, []
         return notes

@@ -143,3 +143,28 @@ async def test_no_restore_where_the_server_cannot_reuse_a_restored_slot(
     assert [a for a in srv.actions if a[0] == "save"], (
         "slots are still saved (a --swa-full relaunch can use them)"
     )
+
+
+async def test_a_new_session_starts_from_a_cached_session_with_the_same_stable_prefix(
+    paths: AppPaths, tmp_path: Path
+) -> None:
+    """An agent's system prompt and tools are the same for every session: a brand-new session
+    gets a copy of such a session's slot (saved, restored into its empty slot) instead of
+    reading the shared prefix again; a session with another prefix is never copied."""
+    slot_dir = tmp_path / "slots"
+    slot_dir.mkdir()
+    with DiskFake(slot_dir, total_slots=4, n_ctx=8192) as srv:
+        a = await started(srv, paths, slot_dir)
+        await turn(a, "the first session " + "context " * 40)
+        a.session.prefix_hash = "tools-v1"
+        a.store.save(a.session)
+        b = await started(srv, paths, slot_dir)
+        slot = await b.keeper.next_slot()
+        assert slot >= 0 and slot != a.session.pinned_slot
+        assert await b.keeper.seed(slot, "other-prefix", 600) is None
+        assert srv.actions == []
+        note = await b.keeper.seed(slot, "tools-v1", 600)
+        assert note is not None and f"copied into slot {slot}" in note, note
+        assert [act for act, _name in srv.actions] == ["save", "restore"]
+        await a.close()
+        await b.close()
