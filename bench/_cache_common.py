@@ -84,6 +84,8 @@ class Row:
     why: str = ""
     epoch: int = 0
     """Which daemon launch served it (a restart starts a new one)."""
+    compacted: bool = False
+    """The session's prompt was rewritten (compaction summary) just before this request."""
 
     @property
     def total(self) -> int:
@@ -105,6 +107,7 @@ class Recorder:
         self.actions: list[tuple[Label | None, str, int, dict[str, Any], float]] = []
         self._pending_probes: list[tuple[float, float]] = []
         self._pending_call: dict[Label, float] = {}
+        self._compacted: set[Label] = set()
         self.epoch = 0
 
     def mark_call(self) -> None:
@@ -113,9 +116,18 @@ class Recorder:
         if label is not None:
             self._pending_call[label] = time.monotonic()
 
+    def mark_compacted(self) -> None:
+        """The driver saw a compaction: the next request of this label sends a new prompt."""
+        label = LABEL.get()
+        if label is not None:
+            self._compacted.add(label)
+
     def new_row(self, asked: int) -> Row:
         label = LABEL.get() or Label("?", "?")
         row = Row(self.policy, label, asked, t0=time.monotonic(), epoch=self.epoch)
+        if label in self._compacted:
+            self._compacted.discard(label)
+            row.compacted = True
         row.t_call = self._pending_call.pop(label, None)
         row.probes, self._pending_probes = self._pending_probes, []
         self.rows.append(row)
@@ -253,13 +265,16 @@ def annotate(rows: list[Row], best_side: dict[tuple[str, str, str, int], int]) -
             row.why = f"failed: {row.error}"
             continue
         prev = last_of.get(lab.session) if lab.kind != "side" else None
-        if lab.kind == "side" or prev is None:  # shares only a system prefix with others
+        if row.compacted:  # the summary replaced older turns: all after the cached part is new
+            row.minimum = row.prompt_n
+            row.why = "compacted: the prompt now starts with the summary"
+        elif lab.kind == "side" or prev is None:  # shares only a system prefix with others
             key = (lab.phase, lab.session, lab.kind, lab.turn)
             row.minimum = min(row.total, best_side.get(key, row.total))
         else:
             row.minimum = max(0, row.total - prev.total - prev.predicted_n)
         extra = row.prompt_n - row.minimum
-        if extra > max(8, 0.05 * row.minimum) and prev is not None:
+        if extra > max(8, 0.05 * row.minimum) and prev is not None and not row.compacted:
             holder = on_slot.get(row.slot)
             if prev.epoch != row.epoch:
                 row.why = "new daemon: the session's prompt was not restored"

@@ -31,6 +31,7 @@ from fusion_tui.agent.approval import HeadlessApprover
 from fusion_tui.agent.session_run import AgentHost, SessionRunner
 from fusion_tui.agent.task import AgentConfig
 from fusion_tui.agent.tools.workspace import Workspace
+from fusion_tui.chat.events import Compacted
 from fusion_tui.chat.local import LocalBackend
 from fusion_tui.chat.slot_keeper import SlotKeeper
 from fusion_tui.chat.titles import TITLE_TOKENS, title_messages
@@ -113,8 +114,9 @@ class FusionDriver(Driver):
         token = LABEL.set(label)
         try:
             self.rec.mark_call()
-            async for _ in b.reply(text):
-                pass
+            async for event in b.reply(text):
+                if isinstance(event, Compacted):
+                    self.rec.mark_compacted()
         finally:
             LABEL.reset(token)
 
