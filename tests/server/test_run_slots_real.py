@@ -1,6 +1,7 @@
 """Real server: `fusion-tui run` follows the one slot policy. Two workspaces' sessions alternate
 on two different slots of one kept-running daemon, and after `fusion-tui stop` / a new launch
-both resume warm from their saved slots (the issue saw both on one slot and a cold re-read)."""
+both resume warm from their saved slots (the issue saw both on one slot and a cold re-read); the
+second workspace's first request starts from the first one's cached system prompt and tools."""
 
 from __future__ import annotations
 
@@ -65,6 +66,9 @@ def test_two_run_sessions_alternate_on_two_slots_and_resume_warm_after_a_restart
     print(json.dumps(requests, indent=1))
     slots = {n: {q["id_slot"] for turn in requests[n][:2] for q in turn} for n in ("A", "B")}
     assert len(slots["A"]) == len(slots["B"]) == 1 and slots["A"] != slots["B"], slots
+    # B started warm: A's slot (the same system prompt and tools) was copied into B's empty one
+    a0, b0 = requests["A"][0][0], requests["B"][0][0]
+    assert a0["cache_n"] == 0 and b0["cache_n"] >= 0.8 * (a0["prompt_n"] - 64), (a0, b0)
     for name in ("A", "B"):
         before = requests[name][1][-1]
         after = requests[name][2][0]  # the first request after the restart
