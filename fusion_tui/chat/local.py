@@ -17,8 +17,8 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
+from fusion_tui.agent.host import template_frame
 from fusion_tui.agent.prompt import TemplateFrame, TemplateProbeError
-from fusion_tui.agent.session_run import template_frame
 from fusion_tui.chat import endpoint_turns
 from fusion_tui.chat.backend import (
     Said,
