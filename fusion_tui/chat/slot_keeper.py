@@ -8,8 +8,8 @@ archive, and the current session's slot story.
   the prompt; on a new daemon the session's saved slot file is restored into a free slot and pinned
   (refused, with the reason, when the model, context or cache types changed).
 - Leaving a session (switch, exit, stop) saves its slot to disk first.
-More sessions than slots (room, saves ahead, restores, a shared prefix seeded) is its base
-`slot_room.SlotRoom`'s part; who holds which slot, the slot map's `SlotView`, `slot_owners`'.
+Its bases: `slot_room.SlotRoom` (more sessions than slots: room, saves ahead, restores, a shared
+prefix seeded) over `slot_owners.SlotOwners` (who holds which slot: the slot map's `SlotView`).
 """
 
 from __future__ import annotations

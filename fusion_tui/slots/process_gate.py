@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Set
 
 from fusion_tui.slots.gate import SlotGate, SlotsFn, slots_busy_probe
 
@@ -43,6 +43,6 @@ def mark_sent(launch_id: str, session_id: str) -> None:
     _SENT_BY_THIS_PROCESS.setdefault(launch_id, set()).add(session_id)
 
 
-def sent_by_this_process(launch_id: str) -> set[str]:
-    """The sessions this process has been answered for on `launch_id` (a copy)."""
-    return set(_SENT_BY_THIS_PROCESS.get(launch_id, set()))
+def sent_by_this_process(launch_id: str) -> Set[str]:
+    """The sessions this process has been answered for on `launch_id` (read-only)."""
+    return _SENT_BY_THIS_PROCESS.get(launch_id, frozenset())
