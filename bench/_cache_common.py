@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from fusion_tui.chat.local import SYSTEM_PROMPT
+from fusion_tui.chat.local_side_calls import SYSTEM_PROMPT
 from fusion_tui.config import Settings
 from fusion_tui.config.settings import LocalModelsSettings, ManagedSettings
 from fusion_tui.paths import AppPaths

@@ -28,7 +28,8 @@ from _cache_common import (
 )
 
 from fusion_tui.agent.approval import HeadlessApprover
-from fusion_tui.agent.session_run import AgentHost, SessionRunner
+from fusion_tui.agent.host import AgentHost
+from fusion_tui.agent.session_run import SessionRunner
 from fusion_tui.agent.task import AgentConfig
 from fusion_tui.agent.tools.workspace import Workspace
 from fusion_tui.chat.events import Compacted

@@ -31,8 +31,8 @@ from fusion_tui.agent.events import (
     ToolStarted,
     WorkerEvent,
 )
+from fusion_tui.agent.host import AgentHost
 from fusion_tui.agent.session_run import (
-    AgentHost,
     SessionRunner,
     TurnReport,
     agent_config,

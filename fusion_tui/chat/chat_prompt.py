@@ -4,7 +4,7 @@ Why not `/v1/chat/completions` with messages: the server re-renders the whole hi
 chat template on every request, and a template that trims or rewrites content (or a degenerate
 answer cut at `maxTokens` that tokenizes differently once rendered) changes bytes the slot already
 holds, so a restored or pinned slot is re-read from that point (seen: 53 of 1,088 tokens reused).
-With the frame probed once per daemon (`agent.session_run.template_frame`) and our text placed
+With the frame probed once per daemon (`agent.host.template_frame`) and our text placed
 between its pieces, every request's prompt is the previous prompt, plus the model's own answer,
 plus the new user text: an exact extension, as the agent's packer does.
 

@@ -3,7 +3,7 @@ fits its slot."""
 
 from __future__ import annotations
 
-from fusion_tui.chat.slot_keeper import ResumeState
+from fusion_tui.chat.slot_room import ResumeState
 from fusion_tui.config import Settings
 from fusion_tui.server.errors import ContextExceeded, StreamStalled
 from fusion_tui.sessions.model import Session

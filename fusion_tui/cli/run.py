@@ -25,9 +25,9 @@ import anyio
 
 from fusion_tui.agent.approval import HeadlessApprover
 from fusion_tui.agent.endpoint_run import EndpointRun, place_run
+from fusion_tui.agent.host import AgentHost
 from fusion_tui.agent.prompt import TemplateProbeError
 from fusion_tui.agent.session_run import (
-    AgentHost,
     SessionRunner,
     agent_config,
     open_session,

@@ -15,7 +15,7 @@ from fusion_tui.status import ServerStatus
 from fusion_tui.tui.widgets.prompt_input import PromptInput
 
 if TYPE_CHECKING:
-    from fusion_tui.tui.screens.main import MainScreen
+    from fusion_tui.tui.screens.main_server import ServerScreen
 
 SAYING = (
     "**llama-server died of an illegal instruction (SIGILL) at this request.** Some CPUs "
@@ -24,7 +24,7 @@ SAYING = (
 )
 
 
-async def relaunch_after_sigill(screen: MainScreen, text: str) -> None:
+async def relaunch_after_sigill(screen: ServerScreen, text: str) -> None:
     prompt = screen.query_one(PromptInput)
     if not prompt.text.strip():
         prompt.load_text(text)

@@ -10,7 +10,8 @@ import pytest
 
 from fusion_tui.agent.prompt import TemplateFrame
 from fusion_tui.chat.chat_prompt import ChatSummary, chat_prompt
-from fusion_tui.chat.local import SYSTEM_PROMPT, LocalBackend
+from fusion_tui.chat.local import LocalBackend
+from fusion_tui.chat.local_side_calls import SYSTEM_PROMPT
 from fusion_tui.paths import AppPaths
 from fusion_tui.sessions.model import Message
 from tests.fakes.fake_server import FakeLlamaServer, Reply

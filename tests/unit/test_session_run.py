@@ -13,14 +13,9 @@ import pytest
 from fusion_tui.agent.approval import DenyAll
 from fusion_tui.agent.deadline import CancelToken
 from fusion_tui.agent.events import AgentEvent, RequestDone, ToolFinished
+from fusion_tui.agent.host import AgentHost, gated_completion, machine_facts
 from fusion_tui.agent.prompt import TemplateFrame
-from fusion_tui.agent.session_run import (
-    AgentHost,
-    SessionRunner,
-    gated_completion,
-    machine_facts,
-    open_session,
-)
+from fusion_tui.agent.session_run import SessionRunner, open_session
 from fusion_tui.agent.task import AgentConfig
 from fusion_tui.agent.tools.workspace import Workspace
 from fusion_tui.agent.transcript import load_transcript, packer_path

@@ -1,4 +1,7 @@
-"""Provides `MainScreen`: the chat, the prompt box, the status line; runs turns in a worker."""
+"""Provides `MainScreen`: the chat, the prompt box, the status line; runs turns in a worker.
+
+The server's side (start, status, slot map, relaunch, stop) is its base `main_server.ServerScreen`.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +12,9 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Footer
 
 from fusion_tui.chat.backend import Backend, Unavailable
-from fusion_tui.chat.endpoint_view import GroupedSlotView  # several endpoints (issue 14)
 from fusion_tui.chat.events import (
     AnswerRestarted,  # several endpoints (issue 14): a broken answer sent again elsewhere
     Compacted,
@@ -30,15 +31,13 @@ from fusion_tui.chat.events import (
 from fusion_tui.server.errors import ServerError
 from fusion_tui.status import ServerStatus, turn_summary
 from fusion_tui.tui.bindings import MAIN_SCREEN_BINDINGS
-from fusion_tui.tui.notices import ReadyToast, notify_server_crashed
+from fusion_tui.tui.screens.main_server import ServerScreen
 from fusion_tui.tui.sigill_relaunch import relaunch_after_sigill  # issue 11: a request's SIGILL
-from fusion_tui.tui.start_failure import notify_start_failed, start_failure_notice
 from fusion_tui.tui.widgets.chat_view import ChatView
-from fusion_tui.tui.widgets.endpoint_slot_map import EndpointSlotMap  # issue 14
 from fusion_tui.tui.widgets.live_step import LiveStepBlock, show_live_step
 from fusion_tui.tui.widgets.prompt_input import PromptInput
 from fusion_tui.tui.widgets.prompt_progress import hide_progress, show_progress
-from fusion_tui.tui.widgets.slot_map import NARROW_BELOW, SlotMap
+from fusion_tui.tui.widgets.slot_map import SlotMap
 from fusion_tui.tui.widgets.status_line import StatusLine
 from fusion_tui.tui.widgets.tool_call import ToolCall
 from fusion_tui.tui.widgets.welcome import Welcome
@@ -47,7 +46,7 @@ QUIT_WINDOW_S = 3.0
 """How long after one idle Ctrl+C a second one quits."""
 
 
-class MainScreen(Screen[None]):
+class MainScreen(ServerScreen):
     """The session: what was said, what is being said, and what the server is doing."""
 
     BINDINGS = [
@@ -72,13 +71,10 @@ class MainScreen(Screen[None]):
     """
 
     def __init__(self, backend: Backend, *, autostart: bool = True) -> None:
-        super().__init__()
-        self.backend = backend
+        super().__init__(backend)
         self.autostart = autostart
-        self.server_status = ServerStatus()
         self._quit_armed = False
         """Ctrl+C was pressed once while idle: a second press quits."""
-        self.ready_toast = ReadyToast()  # shown again with the rate once the probe lands
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="body"), Vertical(id="chat-column"):
@@ -86,14 +82,6 @@ class MainScreen(Screen[None]):
             yield PromptInput(id="prompt")
         yield StatusLine(id="status")
         yield Footer()
-
-    @property
-    def chat(self) -> ChatView:
-        return self.query_one(ChatView)
-
-    @property
-    def status_line(self) -> StatusLine:
-        return self.query_one(StatusLine)
 
     async def on_mount(self) -> None:
         prompt = self.query_one(PromptInput)
@@ -126,78 +114,6 @@ class MainScreen(Screen[None]):
     @property
     def app_cursor_blink(self) -> bool:
         return bool(getattr(self.app, "cursor_blink", True))
-
-    def report_status(self, status: ServerStatus) -> None:
-        self.server_status = status
-        self.status_line.server = status
-        self.ready_toast.rate_landed(self.app, status)
-        for welcome in self.query(Welcome):
-            welcome.update_status(status)
-        if status.state in ("ready", "error", "stopped"):
-            self.query("#slots-pending").remove()  # the launch placeholder's time is over
-
-    @work(exclusive=True, group="server-start", exit_on_error=False)
-    async def start_server(self) -> None:
-        try:
-            status = await self.backend.start(self.report_status)
-        except Exception as exc:  # every failure becomes a message the user can act on
-            first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            self.report_status(ServerStatus(state="error", detail=first_line))
-            notice = start_failure_notice(self.app, exc)  # what, cause, next step; no log dump
-            if notice is not None:
-                await self.chat.add_message("notice", notice)
-                notify_start_failed(self.app, exc)
-                return
-            await self.chat.add_message(
-                "notice", f"**The server did not start.**\n\n```\n{exc}\n```"
-            )
-            notify_server_crashed(self.app, first_line, getattr(exc, "log_tail", ""))
-            return
-        self.report_status(status)
-        self.ready_toast.show(self.app, status)
-        if status.fallback:  # issue 14: the managed start failed, a remote endpoint serves
-            await self.chat.add_message("notice", status.fallback)
-        await self.mount_slot_map()
-
-    async def mount_slot_map(self) -> None:
-        """Beside the chat once the server is up, when the backend can read `/slots`."""
-        view = self.backend.slot_view()
-        settings = getattr(self.app, "settings", None)
-        if view is None or (settings is not None and not settings.ui.slot_map):
-            return
-        if self.query(SlotMap):
-            return
-        slot_map: SlotMap = SlotMap(
-            view.slots,
-            view.slot_owners,
-            prompt_totals_fn=view.prompt_totals,
-            on_disk_fn=view.sessions_on_disk,
-            id="slots",
-        )
-        if isinstance(view, GroupedSlotView):  # issue 14: slots grouped by endpoint
-            slot_map = EndpointSlotMap(
-                view.endpoint_groups, view.slot_owners, prompt_totals_fn=view.prompt_totals,
-                id="slots",
-            )  # fmt: skip
-        await self.query_one("#body").mount(slot_map)
-
-    def action_toggle_slot_map(self) -> None:
-        for slot_map in self.query(SlotMap):
-            slot_map.display = not slot_map.display
-        if not self.query(SlotMap):
-            self.app.notify("The slot map appears once a server is up (F2 launches one).")
-
-    async def server_replaced(self, model: str) -> None:
-        """The launch wizard closed the old server to launch `model`: its slot map goes, and
-        a placeholder says which server the next map will show."""
-        for slot_map in self.query(SlotMap):
-            await slot_map.remove()
-        await self.query("#slots-pending").remove()
-        narrow = self.app.size.width < NARROW_BELOW  # as the map itself: one line on top
-        text = f"slots · launching {model}…" if narrow else f"slots\n\nlaunching {model}…"
-        note = Static(text, id="slots-pending", markup=False, classes="-narrow" if narrow else "")
-        await self.query_one("#body").mount(note)
-        self.report_status(ServerStatus(state="starting", model=model))
 
     @on(SlotMap.SlotSelected)
     async def open_slot_session(self, event: SlotMap.SlotSelected) -> None:
@@ -270,27 +186,6 @@ class MainScreen(Screen[None]):
         self.status_line.last_turn = ""
         await self.show_welcome()
 
-    async def action_relaunch_server(self) -> None:
-        """After a crash: close what is left, then connect again (adopt or launch)."""
-        if self.reply_running:
-            self.app.notify("A reply is still streaming; Esc cancels it first.")
-            return
-        await self.backend.close()
-        self.start_server()
-
-    async def action_stop_server(self) -> None:
-        self.workers.cancel_group(self, "reply")
-        try:
-            said = await self.backend.stop_server()
-        except Unavailable as exc:
-            self.app.notify(str(exc))
-            return
-        if said:  # issue 14: the session's endpoint is remote and still serves it
-            self.app.notify(said, title="Server", markup=False)
-            return
-        self.report_status(ServerStatus(state="stopped", model=self.server_status.model))
-        self.app.notify("The managed llama-server was stopped.", title="Server")
-
     async def open_session(self, session_id: str) -> None:
         """Switch the chat to another saved session; its next request rides its warm slot."""
         if self.reply_running:
@@ -327,10 +222,6 @@ class MainScreen(Screen[None]):
     @property
     def first_turn(self) -> bool:
         return sum(1 for said in self.backend.history() if said.role == "user") == 1
-
-    @property
-    def reply_running(self) -> bool:
-        return any(w.group == "reply" and w.is_running for w in self.workers)
 
     @work(exclusive=True, group="reply", exit_on_error=False)
     async def run_reply(self, text: str) -> None:

@@ -1,0 +1,154 @@
+"""Provides `AgentHost`: what every agent session's runs share on one daemon.
+
+Why apart from the runs: it is fixed for a daemon's lifetime — the connection, the slot pins, the
+per-slot gate (one request of ours in flight per slot), the template frame (probed once per daemon
+and cached: `/apply-template` on sentinel messages), the machine facts and the byte-stable prefix
+they shape — while `session_run.SessionRunner` runs many sessions' turns on it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from fusion_tui.agent.delegate import DelegatePolicy
+from fusion_tui.agent.endpoint_run import EndpointRun
+from fusion_tui.agent.prompt import MachineFacts, PrefixReuse, TemplateFrame, build_stable_prefix
+from fusion_tui.agent.request import CompletionFn
+from fusion_tui.agent.task import tools_for
+from fusion_tui.agent.tools.registry import CORE_TOOLS
+from fusion_tui.runtime import Connection
+from fusion_tui.server.probe import model_display_name
+from fusion_tui.server.types import StreamEvent
+from fusion_tui.sessions import model as sm
+from fusion_tui.slots.gate import OnWait, SlotGate, slots_busy_probe
+from fusion_tui.slots.pins import SlotPool
+
+StreamFn = Callable[..., AsyncIterator[StreamEvent]]
+
+_FRAMES: dict[tuple[str, str, str], TemplateFrame] = {}
+"""Template frames by daemon (url, model, launch); a frame is fixed for a daemon's lifetime."""
+
+
+def daemon_key(conn: Connection) -> tuple[str, str, str]:
+    return (conn.client.base_url, conn.props.model_path, conn.launch_id or conn.props.build_info)
+
+
+async def template_frame(
+    conn: Connection, cache: dict[tuple[str, str, str], TemplateFrame] | None = None
+) -> TemplateFrame:
+    """The model's template frame, probed once per daemon (`TemplateProbeError` if unusable)."""
+    frames = _FRAMES if cache is None else cache
+    key = daemon_key(conn)
+    frame = frames.get(key)
+    if frame is None:
+        frame = frames[key] = await TemplateFrame.probe(conn.client.apply_template)
+    return frame
+
+
+def machine_facts(conn: Connection) -> MachineFacts:
+    """Props, the launch probe's tok/s and the fit's prefix-reuse class ("full" when unknown)."""
+    props = conn.props
+    reuse: PrefixReuse = "full"
+    fit = conn.record.fit if conn.record is not None else None
+    if isinstance(fit, dict) and fit.get("prefix_reuse") in ("full", "checkpoint", "none"):
+        reuse = fit["prefix_reuse"]
+    name = model_display_name(props.model_path) if props.model_path else props.model_alias
+    return MachineFacts(
+        model=name or "unknown",
+        slots=props.total_slots,
+        ctx_per_worker=props.n_ctx,
+        tok_per_s=conn.probe.tok_s if conn.probe is not None else None,
+        prefix_reuse=reuse,
+    )
+
+
+def gated_completion(
+    stream: StreamFn, gate: SlotGate, on_wait: OnWait | None = None
+) -> CompletionFn:
+    """`stream(body)` under the slot gate: at most one request of ours per slot at a time."""
+
+    async def completion(body: dict[str, Any]) -> AsyncIterator[StreamEvent]:
+        async with gate.hold(int(body.get("id_slot", -1)), on_wait) as lease:
+            events = stream({**body, "id_slot": lease.slot})
+            try:
+                async for event in events:
+                    yield event
+            finally:
+                aclose = getattr(events, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+
+    return completion
+
+
+@dataclass
+class AgentHost:
+    """What every session's runs share on one daemon."""
+
+    conn: Connection
+    pool: SlotPool
+    gate: SlotGate
+    frame: TemplateFrame
+    machine: MachineFacts
+    stable_prefix: str
+    delegate: DelegatePolicy | None = None
+    idle_timeout: float | None = None
+    on_wait: OnWait | None = None
+    routing: EndpointRun | None = None
+    """Several endpoints (issue 14): the run's endpoint, its checks and its failover."""
+
+    @classmethod
+    async def open(
+        cls,
+        conn: Connection,
+        *,
+        pool: SlotPool | None = None,
+        gate: SlotGate | None = None,
+        frame: TemplateFrame | None = None,
+        idle_timeout: float | None = None,
+        configured_workers: int | None = None,
+        project_facts: str = "",
+    ) -> AgentHost:
+        props = conn.props
+        if pool is None:
+            pool = SlotPool()
+        pool.update(props.total_slots, props.model_path, conn.launch_id)
+        if gate is None:
+            gate = SlotGate(
+                lambda: pool.total_slots, busy_probe=slots_busy_probe(conn.client.slots)
+            )
+        if frame is None:
+            frame = await template_frame(conn)
+        machine = machine_facts(conn)
+        delegate = None
+        if props.total_slots > 1:
+            delegate = DelegatePolicy(
+                total_slots=props.total_slots,
+                slot_affine=conn.record is not None,
+                configured_workers=configured_workers,
+            )
+        tools = tools_for(CORE_TOOLS, delegate is not None)
+        prefix = build_stable_prefix(tools, machine, project_facts)
+        return cls(conn, pool, gate, frame, machine, prefix, delegate, idle_timeout)
+
+    def completion(self) -> CompletionFn:
+        if self.routing is not None:  # issue 14: the session's endpoint, checked per request
+            return self.routing.completion(self.gate, self.idle_timeout, self.on_wait)
+        client, idle = self.conn.client, self.idle_timeout
+
+        def stream(body: dict[str, Any]) -> AsyncIterator[StreamEvent]:
+            return client.stream_completion(body, idle_timeout=idle)
+
+        return gated_completion(stream, self.gate, self.on_wait)
+
+    @property
+    def identity(self) -> sm.ServerIdentity:
+        props = self.conn.props
+        return sm.ServerIdentity(props.model_path, self.conn.launch_id, props.total_slots)
+
+    @property
+    def prefix_hash(self) -> str:
+        return hashlib.sha256(self.stable_prefix.encode()).hexdigest()[:16]

@@ -1,0 +1,186 @@
+"""Provides `LocalRequests`, the base of `LocalBackend`: one request of the plain chat on a slot.
+
+Why apart from the turns: a turn's request, its retry and every side call (title, summary) go the
+same way — under the slot's gate, streamed (native `/completion` for a `prompt`, else the chat
+endpoint), the first event raced against `/slots` (`watch_first_token`), prompt progress turned
+into `Progress`, and the finished request recorded on the session (and its endpoint, issue 14).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
+from dataclasses import dataclass
+from typing import Any
+
+from fusion_tui.chat import endpoint_turns
+from fusion_tui.chat.events import Notice, Progress, ReplyEvent
+from fusion_tui.chat.slot_keeper import SlotKeeper
+from fusion_tui.chat.warm import first_event, watch_config
+from fusion_tui.clock import Clock
+from fusion_tui.config import Settings
+from fusion_tui.endpoints.session_pins import EndpointPins
+from fusion_tui.paths import AppPaths
+from fusion_tui.runtime import Connection
+from fusion_tui.server.errors import ProtocolError, ServerUnreachable
+from fusion_tui.server.types import PromptProgress, StreamEnd, StreamEvent, TextDelta
+from fusion_tui.sessions.model import Outcome, Session, WallClock
+from fusion_tui.sessions.store import SessionStore
+from fusion_tui.slots.gate import waiting_message
+from fusion_tui.slots.pins import SlotPool
+from fusion_tui.slots.progress import ProgressTracker
+from fusion_tui.slots.watch import FirstTokenStall
+
+NO_DATA = (FirstTokenStall, ServerUnreachable, ProtocolError)
+"""Failures that, before any event arrived, mean the request got no answer: retried once."""
+
+
+@dataclass
+class GotData:
+    """Whether an attempt received any event (then it is never retried)."""
+
+    data: bool = False
+
+
+class LocalRequests:
+    """The backend's state its requests use (set by `LocalBackend.__init__`) and the requests."""
+
+    settings: Settings
+    paths: AppPaths
+    clock: Clock
+    """Monotonic time and sleeping: time to first token and the first-token watch."""
+    wall_clock: WallClock
+    """What turns and requests are stamped with."""
+    store: SessionStore
+    keeper: SlotKeeper
+    save_error: str | None
+    """The last save failure, shown to the user; the session stays in memory."""
+    endpoints: EndpointPins | None
+    endpoint_turn: endpoint_turns.TurnRoute | None
+    ask_failover: endpoint_turns.FailoverAsk | None
+    """Asked before a session moves to another endpoint (the TUI); None: move."""
+
+    @property
+    def session(self) -> Session:
+        return self.keeper.session
+
+    @property
+    def conn(self) -> Connection | None:
+        return self.keeper.conn
+
+    @property
+    def pool(self) -> SlotPool:
+        return self.keeper.pool
+
+    def _open_stream(self, body: dict[str, Any]) -> AsyncGenerator[StreamEvent, None]:
+        """The HTTP stream of one request: native `/completion` for a `prompt`, else the chat
+        endpoint (tests swap the endpoint)."""
+        assert self.conn is not None
+        idle = self.settings.local_models.request_timeout_ms / 1000
+        if "prompt" in body:
+            return self.conn.client.stream_completion(body, idle_timeout=idle)
+        return self.conn.client.stream_chat(body, idle_timeout=idle)
+
+    async def _attempt(
+        self, slot: int, got: GotData, content: dict[str, Any]
+    ) -> AsyncGenerator[ReplyEvent, None]:
+        """One request on `slot`: gate, stream with the first-token watch, progress, record."""
+        gate, totals = self.keeper.gate, self.keeper.live_totals
+        assert gate is not None
+        if slot >= 0 and gate.is_held(slot):
+            yield Notice(waiting_message(slot))
+        async with gate.hold(slot) as lease:
+            started = self.clock.now()
+            first: float | None = None
+            tracker = ProgressTracker()
+            try:
+                async with aclosing(self._open_stream(self._body(lease.slot, content))) as events:
+                    it = events.__aiter__()
+                    event = await self._first_event(it, lease.slot)
+                    if event is None:
+                        raise ProtocolError(
+                            "llama-server closed the stream without sending anything"
+                        )
+                    while event is not None:
+                        got.data = True
+                        if isinstance(event, TextDelta):
+                            first = self.clock.now() if first is None else first
+                            yield event
+                        elif isinstance(event, PromptProgress):
+                            if lease.slot >= 0:
+                                totals[lease.slot] = event.total
+                            yield event
+                            p = tracker.on_event(event)
+                            yield Progress(
+                                p.processed, p.total, p.cache, p.tokens_per_second, p.eta_s
+                            )
+                        elif isinstance(event, StreamEnd):
+                            ttft = ((first or self.clock.now()) - started) * 1000
+                            self._record_request(event, ttft)
+                            yield event
+                        event = await anext(it, None)
+            finally:
+                totals.pop(lease.slot, None)
+
+    async def _first_event(self, it: AsyncIterator[StreamEvent], slot: int) -> StreamEvent | None:
+        assert self.conn is not None
+        config = watch_config(self.settings)
+        return await first_event(it, self.conn.client.slots, slot, config, self.clock)
+
+    def _body(self, slot: int, content: dict[str, Any]) -> dict[str, Any]:
+        return {
+            **content,
+            "id_slot": slot,
+            "cache_prompt": True,
+            "return_progress": True,
+            "n_predict": self.settings.llm.max_tokens,
+            "temperature": self.settings.llm.temperature,
+        }
+
+    async def _side_call(self, body: dict[str, Any], slot: int | None = None) -> str:
+        """One side call (title, summary); its text. `slot` None: a slot no session holds
+        (`SlotKeeper.side_slot_for`), else the one named (the session's own, for a title that
+        continues its prompt)."""
+        gate = self.keeper.gate
+        assert gate is not None
+        side = self.keeper.side_slot_for() if slot is None else slot
+        assert side is not None
+        pieces: list[str] = []
+        async with gate.hold(side) as lease:
+            started = self.clock.now()
+            first_at: float | None = None
+            request = {**body, "cache_prompt": True, "id_slot": lease.slot}
+            async with aclosing(self._open_stream(request)) as events:
+                async for event in events:
+                    if isinstance(event, TextDelta):
+                        first_at = self.clock.now() if first_at is None else first_at
+                        pieces.append(event.text)
+                    elif isinstance(event, StreamEnd):
+                        ttft = ((first_at or self.clock.now()) - started) * 1000
+                        self._record_request(event, ttft, side=True)
+        return "".join(pieces)
+
+    # --- records -------------------------------------------------------------------------------
+
+    def _record_request(self, end: StreamEnd, ttft_ms: float, *, side: bool = False) -> None:
+        t = end.timings
+        if not side:
+            self.keeper.pin_answer(end.id_slot)
+            self.keeper.measured_prompt(t.prompt_n, t.prompt_per_second)
+        self.session.record_request(
+            id_slot=end.id_slot,
+            prompt_n=t.prompt_n,
+            cache_n=t.cache_n,
+            ttft_ms=ttft_ms,
+            predicted_per_second=t.predicted_per_second,
+            side_call=side,
+            clock=self.wall_clock,
+        )
+        endpoint_turns.after_request(self, end, side=side)  # issue 14: endpoint, moved_from
+
+    def _finish_turn(self, answer: str, outcome: Outcome, detail: str) -> None:
+        self.session.end_turn(outcome, answer, detail, self.wall_clock)
+        self._save()
+
+    def _save(self) -> None:
+        self.save_error = self.store.try_save(self.session)

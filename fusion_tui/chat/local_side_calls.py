@@ -1,0 +1,133 @@
+"""Provides `LocalSideCalls`, the base of `LocalBackend`: what a turn asks, and the side calls.
+
+Why together: the request's content is the exact-extension `prompt` (`chat_prompt`), compacted
+first when it would not fit the slot (`Compactor`, whose summary is a side call: a continuation of
+the session's own prompt where prefix reuse is `full`, else a slot no session holds), and the
+title is a side call built on the same frame and summary (`titles.py`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fusion_tui.agent.host import template_frame
+from fusion_tui.agent.prompt import TemplateFrame, TemplateProbeError
+from fusion_tui.chat.compaction import SUMMARY_TOKENS, Compactor, load_summary, reply_reserve
+from fusion_tui.chat.events import Compacted
+from fusion_tui.chat.local_requests import LocalRequests
+from fusion_tui.chat.titles import clean_title, continuation_slot, title_body
+from fusion_tui.server.errors import ServerError
+from fusion_tui.sessions.model import Message
+from fusion_tui.slots.side_calls import SideCallQueue
+
+SYSTEM_PROMPT = (
+    "You are a concise, careful coding assistant running on the user's own machine. "
+    "Answer in Markdown; put code in fenced blocks."
+)
+
+
+class LocalSideCalls(LocalRequests):
+    side_calls: SideCallQueue
+    """Titles run between turns, never beside one."""
+
+    def chat_messages(self) -> list[dict[str, str]]:
+        """The request's messages: a fixed system prompt, then the transcript, append-only."""
+        out = [{"role": "system", "content": SYSTEM_PROMPT}]
+        out += [
+            {"role": m.role, "content": m.content}
+            for m in self.session.messages
+            if m.role in ("user", "assistant") and m.content
+        ]
+        return out
+
+    async def _frame(self) -> TemplateFrame | None:
+        """The model's template frame, probed once per daemon; None when the template cannot be
+        cut (then the chat endpoint renders the messages, as before)."""
+        assert self.conn is not None
+        try:
+            return await template_frame(self.conn)
+        except (TemplateProbeError, ServerError):
+            return None
+
+    async def _content(self, force: bool = False) -> tuple[dict[str, Any], Compacted | None]:
+        """What the next request asks: the exact-extension `prompt` (see `chat_prompt`),
+        compacted first when it would not fit the slot (or when `force`d)."""
+        frame = await self._frame()
+        if frame is None:
+            return {"messages": self.chat_messages()}, None
+        assert self.conn is not None
+        n_ctx, n_predict = self.conn.props.n_ctx, self.settings.llm.max_tokens
+        own = self._title_slot()  # the session's slot, where prefix reuse is `full`
+
+        async def on_own_slot(body: dict[str, Any]) -> str:
+            return await self._side_call(body, slot=own)
+
+        compactor = Compactor(
+            frame, SYSTEM_PROMPT, self._count, self._side_call, n_ctx,
+            reply_reserve(n_ctx, n_predict), min(SUMMARY_TOKENS, n_predict),
+            own_call=on_own_slot if own is not None else None,
+        )  # fmt: skip
+        prompt, compacted = await compactor.prompt_for(self.store, self.session, force=force)
+        return {"prompt": prompt}, compacted
+
+    async def _count(self, prompt: str) -> int:
+        assert self.conn is not None
+        return len(await self.conn.client.tokenize(prompt, add_special=True))
+
+    async def compact(self) -> str | None:
+        """Compact the session's prompt now (the palette's "Compact session"); the notice, or
+        None when there is nothing to summarise."""
+        if self.keeper.conn is None:
+            raise ServerError("the server is not connected yet")
+        if not any(m.role == "assistant" for m in self.session.messages):
+            return None
+        self.session.messages.append(Message(role="user", content=""))  # counts as the new turn
+        try:
+            _content, compacted = await self._content(force=True)
+        finally:
+            self.session.messages.pop()
+        return None if compacted is None else compacted.text
+
+    # --- side calls ----------------------------------------------------------------------------
+
+    async def make_title(self) -> str | None:
+        """The title side call, queued behind the session's turns (see `reply`)."""
+        return await self.side_calls.submit(self._make_title)
+
+    async def _make_title(self) -> str | None:
+        """Title the session with a side call that costs no session its cache (`titles.py`): a
+        continuation of its own prompt where prefix reuse is `full`, else a slot no session
+        holds; saves the session. None when there is nothing to title from, no such slot, or
+        the model said nothing usable."""
+        keeper, gate = self.keeper, self.keeper.gate
+        if keeper.conn is None or gate is None:
+            raise ServerError("the server is not connected yet")
+        session = self.session
+        first = next((m.content for m in session.messages if m.role == "user"), "")
+        if not first.strip():
+            return None
+        if session.title and session.title != " ".join(first.split())[:60]:
+            return session.title  # titled already (a resumed session): no side call
+        slot = self._title_slot()
+        if slot is None:
+            slot = self.keeper.side_slot_for(free_only=True)
+        if slot is None:  # every slot holds a session: a title is not worth evicting one
+            return None
+        raw = await self._side_call(await self._title_body(first), slot=slot)
+        title = clean_title(raw)
+        if not title:
+            return None
+        session.title = title
+        self._save()
+        return title
+
+    def _title_slot(self) -> int | None:
+        assert self.conn is not None
+        return continuation_slot(self.conn, self.pool.pins.get(self.session.id))
+
+    async def _title_body(self, first: str) -> dict[str, Any]:
+        frame = await self._frame()
+        if frame is None or self._title_slot() is None:
+            return title_body(None, first, [], None, SYSTEM_PROMPT)
+        summary = load_summary(self.store, self.session.id)
+        return title_body(frame, first, self.session.messages, summary, SYSTEM_PROMPT)
