@@ -46,9 +46,14 @@ class SlotOwners:
         return {s: h.session_id for s, h in self.ledger.holders(self.conn.launch_id).items()}
 
     def known_owners(self, limit: int = 64) -> dict[int, str]:
-        """Slot → session id for stored sessions that most likely hold a slot on this launch."""
+        """Slot → session id for stored sessions that most likely hold a slot on this launch:
+        the shared ledger's word where there is one (every process writes it when a session is
+        answered: one small file, where scanning the store parses every session file on a
+        turn's first-token path), else the stored sessions' own pins."""
         if self.conn is None:
             return {}
+        if self.ledger is not None:
+            return self._holders()
         rows = []
         entries = [e for e in self.store.list() if e.ok and e.pinned_slot is not None]
         for entry in sorted(entries, key=lambda e: -e.updated)[:limit]:
