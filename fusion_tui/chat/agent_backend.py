@@ -50,6 +50,7 @@ from fusion_tui.chat.backend import (
 from fusion_tui.chat.endpoint_turns import FailoverAsker
 from fusion_tui.chat.events import Notice, ReplyDone, ReplyEvent, ToolBlock
 from fusion_tui.chat.live_step import LiveStepTracker
+from fusion_tui.chat.server_stop import stop_beside_remote, stop_own_daemon
 from fusion_tui.chat.slot_keeper import SlotKeeper
 from fusion_tui.config import Settings
 from fusion_tui.endpoints.placement import Placement
@@ -262,8 +263,19 @@ class AgentBackend:
 
     # --- the server ----------------------------------------------------------------------------
 
-    async def stop_server(self) -> None:
-        raise Unavailable("This backend does not own a server.")
+    async def stop_server(self) -> str | None:
+        """As the plain chat's Stop server (`chat.server_stop`): save the session's slot and
+        every other session's, then stop the managed daemon, never an external server. With
+        several endpoints and the session on a remote one, only the managed server here stops,
+        the sentence says so, and the session keeps working there."""
+        routing = self.host.routing if self.host is not None else None
+        here = routing.route.conn if routing is not None else self.keeper.conn
+        said = await stop_beside_remote(self.settings, self.paths, self.endpoints, here)
+        if said is not None:
+            return said
+        await stop_own_daemon(self.keeper, self.settings, self.paths)
+        self.conn, self.host, self.runner = None, None, None  # F5 connects again
+        return None
 
     def slot_view(self) -> SlotView | None:
         return self.keeper if self.keeper.conn is not None else None

@@ -18,10 +18,9 @@ from typing import Protocol, runtime_checkable
 
 from fusion_tui.chat.endpoint_view import EndpointSlotView
 from fusion_tui.chat.events import EndpointMoved, Notice, ReplyEvent, TurnEndpoint
+from fusion_tui.chat.server_stop import stop_beside_remote
 from fusion_tui.chat.slot_keeper import SlotKeeper
-from fusion_tui.chat.warm import save_before_daemon_stop
 from fusion_tui.config import Settings
-from fusion_tui.endpoints.model import not_stopped
 from fusion_tui.endpoints.placement import Placement
 from fusion_tui.endpoints.session_pins import (
     Connector,
@@ -31,7 +30,7 @@ from fusion_tui.endpoints.session_pins import (
     wants_endpoints,
 )
 from fusion_tui.paths import AppPaths
-from fusion_tui.runtime import Connection, make_daemon, release
+from fusion_tui.runtime import Connection, release
 from fusion_tui.server.types import StreamEnd
 from fusion_tui.sessions.model import Session
 
@@ -204,19 +203,8 @@ async def stop_managed(backend: LocalBackend) -> str | None:
     """`stop_server` with several endpoints: when the session's endpoint is remote, only the
     managed server here is stopped (every session's slot on it saved first) and the sentence
     says what was done; None when the session is on the managed server (stopped as before)."""
-    pins, conn = backend.endpoints, backend.keeper.conn
-    if pins is None or conn is None or conn.record is not None:
-        return None
-    label = pins.label_of(conn) or conn.client.base_url
-    remote = not_stopped([label])
-    if not any(ep.managed for ep in pins.registry.endpoints):
-        return f"{remote}; no managed llama-server is configured on this machine"
-    daemon = make_daemon(backend.settings, backend.paths)
-    if daemon.current() is not None:
-        await save_before_daemon_stop(backend.settings, backend.paths)
-    if await daemon.stop():
-        return f"{remote}; stopped the managed llama-server here"
-    return f"{remote}; no managed llama-server was running here"
+    conn = backend.keeper.conn
+    return await stop_beside_remote(backend.settings, backend.paths, backend.endpoints, conn)
 
 
 def slot_view(backend: LocalBackend) -> EndpointSlotView:

@@ -1,9 +1,10 @@
-"""Provides `TuiApprover`: the agent's approvals asked of the user through `ApprovalModal`.
+"""Provides `TuiApprover`: the agent's approvals (`ApprovalModal`) and the question whether a
+session moves off a gone endpoint (`FailoverModal`), asked of the user.
 
 The agent's task runs in a worker; `decide` pushes the modal and waits for the user's answer on
 a future, so the step loop simply awaits it. A task cancelled while the modal is up (Esc on the
 turn) takes the modal down with it; anything but a `Decision` counts as deny. Whatever the user
-typed while the modal was up goes back into the prompt box when it closes.
+typed while either modal was up goes back into the prompt box when it closes.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ class TuiApprover:
     def __init__(self, app: App[Any], clock: Clock | None = None) -> None:
         self.app = app
         self.clock = clock
-        """The approval modal's key clock (tests inject one; None: the keys' own stamps)."""
+        """The modals' key clock (tests inject one; None: the keys' own stamps)."""
 
     async def decide(self, request: ApprovalRequest) -> Decision:
         answer: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
@@ -49,10 +50,11 @@ class TuiApprover:
         answer: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
 
         def done(move: bool | None) -> None:
+            give_back_typing(self.app, modal.typed)
             if not answer.done():
                 answer.set_result(move is True)
 
-        modal = FailoverModal(placed)
+        modal = FailoverModal(placed, clock=self.clock)
         await self.app.push_screen(modal, callback=done)
         try:
             return await answer

@@ -1,10 +1,11 @@
 """Provides `KeyClock`: when a key came, to tell a burst of keys from a deliberate press.
 
-Two places need it. The approval modal pops up while the user may be typing the next message:
-keys already on their way must not answer it. The prompt box gets a paste without bracketed
-paste as a burst of keys with Enter between the lines: those Enters are new lines, not "send".
-A terminal delivers a paste (and keys queued while the app was busy) with the driver's arrival
-stamps microseconds apart; a person's keys come tens of milliseconds apart at the fastest.
+Two places need it. The approval modal and the failover dialog pop up while the user may be
+typing the next message: keys already on their way must not answer them. The prompt box gets a
+paste without bracketed paste as a burst of keys with Enter between the lines: those Enters are
+new lines, not "send". A terminal delivers a paste (and keys queued while the app was busy) with
+the driver's arrival stamps microseconds apart; a person's keys come tens of milliseconds apart
+at the fastest.
 
 A key's time is its arrival stamp (`events.Key.time`, taken when the driver read it, so a key
 handled late is still judged by when it came); tests inject a `Clock` instead.
@@ -24,8 +25,9 @@ PASTE_GAP_S = 0.015
 together). Fast typing is 60-150 ms a key; an Enter rolled onto the last letter faster is rare."""
 
 APPROVAL_GRACE_S = 0.5
-"""The approval modal takes no decision within this long of appearing, nor within this long of
-a key it took as typing: the user has seen it and stopped typing."""
+"""The approval modal and the failover dialog (`GuardedModal`) take no decision within this long
+of appearing, nor within this long of a key they took as typing: the user has seen the modal and
+stopped typing."""
 
 _STAMP = time.perf_counter if sys.platform == "win32" else time.monotonic
 """The clock Textual stamps events with."""

@@ -34,8 +34,9 @@ def test_one_endpoint_down(snap_compare: Any) -> None:
 
 def test_failover_question(snap_compare: Any) -> None:
     """90×20: a modal "Endpoint gone": "here is not answering. Move this session to gpu-box?",
-    the cost (a cold re-read of 1,834 prompt tokens; waiting keeps the message), and the buttons
-    "Move to gpu-box (1,834 tokens cold)" and "Wait" (focused)."""
+    the cost (a cold re-read of 1,834 prompt tokens; waiting keeps the message), the buttons
+    "Move to gpu-box (1,834 tokens cold)" and "Wait" (focused), and its keys in the bottom
+    border: "ctrl+y move · tab/←→ choose · enter press · esc wait" (no letter answers it)."""
     from textual.app import App
 
     from fusion_tui.tui.screens.failover import FailoverModal

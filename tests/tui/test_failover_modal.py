@@ -3,18 +3,30 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncGenerator
 from pathlib import Path
+from typing import Any
 
 from textual.app import App
 from textual.widgets import Static
 
+from fusion_tui.chat.events import ReplyDone, ReplyEvent, TextDelta
 from fusion_tui.chat.factory import make_backend
 from fusion_tui.chat.local import LocalBackend
 from fusion_tui.config import Settings
+from fusion_tui.config.settings import UISettings
 from fusion_tui.endpoints.placement import Placement
 from fusion_tui.paths import AppPaths
+from fusion_tui.tui.app import build_app
 from fusion_tui.tui.approver import TuiApprover
-from fusion_tui.tui.screens.failover import FailoverModal
+from fusion_tui.tui.key_clock import APPROVAL_GRACE_S
+from fusion_tui.tui.screens.failover import KEYS_HINT, FailoverModal
+from fusion_tui.tui.screens.main import MainScreen
+from fusion_tui.tui.widgets.chat_message import ChatMessage
+from fusion_tui.tui.widgets.prompt_input import PromptInput
+from tests.fakes.clock import FakeClock
+from tests.tui.keys_support import burst
+from tests.tui.scripted_backend import ScriptedBackend
 
 MOVE = Placement(
     "move", "gpu-box", 1, "here is unreachable; moving to gpu-box slot 1", moved_from="here",
@@ -22,30 +34,128 @@ MOVE = Placement(
 )  # fmt: skip
 
 
-async def _ask(keys: list[str]) -> tuple[bool, str]:
-    app: App[None] = App()
+async def open_dialog(app: App[Any], clock: FakeClock) -> tuple[FailoverModal, asyncio.Task[bool]]:
+    task = asyncio.create_task(TuiApprover(app, clock=clock).ask_failover(MOVE))
+    for _ in range(50):
+        await asyncio.sleep(0)
+        if isinstance(app.screen, FailoverModal):
+            return app.screen, task
+    raise AssertionError("the failover dialog never appeared")
+
+
+async def test_ctrl_y_moves_and_the_cost_and_keys_are_stated() -> None:
+    app, clock = App[None](), FakeClock()
     async with app.run_test(size=(100, 30)) as pilot:
-        approver = TuiApprover(app)
-        task = asyncio.create_task(approver.ask_failover(MOVE))
+        modal, task = await open_dialog(app, clock)
         await pilot.pause()
-        modal = app.screen
-        assert isinstance(modal, FailoverModal)
         text = str(modal.query_one("#failover-cost", Static).render())
-        for key in keys:
-            await pilot.press(key)
-        await pilot.pause()
-        return await task, text
-
-
-async def test_m_moves_and_the_cost_is_stated() -> None:
-    moved, text = await _ask(["m"])
-    assert moved is True
-    assert "1,834 prompt tokens" in text and "gpu-box" in text
+        assert "1,834 prompt tokens" in text and "gpu-box" in text
+        assert modal.query_one("#failover-box").border_subtitle == KEYS_HINT
+        assert "ctrl+y move" in KEYS_HINT and "esc wait" in KEYS_HINT
+        clock.advance(APPROVAL_GRACE_S)
+        await pilot.press("ctrl+y")
+        assert await asyncio.wait_for(task, 5) is True
 
 
 async def test_escape_waits() -> None:
-    moved, _ = await _ask(["escape"])
-    assert moved is False
+    app, clock = App[None](), FakeClock()
+    async with app.run_test(size=(100, 30)) as pilot:
+        _modal, task = await open_dialog(app, clock)
+        await pilot.pause()
+        clock.advance(APPROVAL_GRACE_S)
+        await pilot.press("escape")
+        assert await asyncio.wait_for(task, 5) is False
+
+
+async def test_letters_never_answer_it_and_are_kept() -> None:
+    """The old keys (m moved, w waited) are text now, as every letter is."""
+    app, clock = App[None](), FakeClock()
+    async with app.run_test(size=(100, 30)) as pilot:
+        modal, task = await open_dialog(app, clock)
+        await pilot.pause()
+        clock.advance(5.0)  # long after it appeared: letters still are text
+        await pilot.press(*"mwy more", "x", "backspace")
+        await pilot.pause()
+        assert not task.done() and app.screen is modal
+        assert modal.typed == "mwy more"
+        note = modal.query_one("#failover-typed", Static)
+        assert note.display and "“mwy more”" in str(note.render())
+        clock.advance(1.0)
+        await pilot.press("enter")  # Wait has the focus when the dialog opens
+        assert await asyncio.wait_for(task, 5) is False
+
+
+async def test_keys_within_the_grace_period_decide_nothing() -> None:
+    app, clock = App[None](), FakeClock()
+    async with app.run_test(size=(100, 30)) as pilot:
+        modal, task = await open_dialog(app, clock)
+        await pilot.pause()
+        clock.advance(0.1)
+        await pilot.press("ctrl+y", "enter", "escape")  # still on their way from the prompt
+        await pilot.pause()
+        assert not task.done() and app.screen is modal
+        clock.advance(APPROVAL_GRACE_S - 0.05)  # up long enough, but the keys were not quiet
+        await pilot.press("ctrl+y")
+        await pilot.pause()
+        assert not task.done()
+        clock.advance(APPROVAL_GRACE_S)
+        await pilot.press("tab", "enter")  # Tab moves the focus (never typing): Wait → Move
+        assert await asyncio.wait_for(task, 5) is True
+
+
+async def test_a_click_right_as_it_appears_is_ignored() -> None:
+    app, clock = App[None](), FakeClock()
+    async with app.run_test(size=(100, 30)) as pilot:
+        _modal, task = await open_dialog(app, clock)
+        await pilot.pause()
+        await pilot.click("#move")
+        await pilot.pause()
+        assert not task.done()
+        clock.advance(APPROVAL_GRACE_S)
+        await pilot.click("#wait")
+        assert await asyncio.wait_for(task, 5) is False
+
+
+class FailingOverBackend(ScriptedBackend):
+    """A turn whose endpoint went away halfway: it asks whether to move, as the chat does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.approver: TuiApprover | None = None
+
+    async def reply(self, text: str) -> AsyncGenerator[ReplyEvent, None]:
+        self.sent.append(text)
+        assert self.approver is not None
+        moved = await self.approver.ask_failover(MOVE)
+        yield TextDelta(f"moved: {moved}")
+        yield ReplyDone("completed")
+
+
+async def test_typing_that_hit_the_dialog_lands_back_in_the_prompt_box() -> None:
+    backend, clock = FailingOverBackend(), FakeClock()
+    app = build_app(Settings(ui=UISettings(cursor_blink=False)), backend)
+    app.approver.clock = clock
+    backend.approver = app.approver
+    async with app.run_test(size=(100, 30)) as pilot:
+        await app.screen.workers.wait_for_complete()
+        await pilot.press(*"go on", "enter")
+        for _ in range(100):
+            if isinstance(app.screen, FailoverModal):
+                break
+            await pilot.pause(0.01)
+        assert isinstance(app.screen, FailoverModal)
+        burst(app, "make it mw\r")  # the user kept typing the next message, Enter and all
+        await pilot.pause()
+        assert isinstance(app.screen, FailoverModal)
+        clock.advance(1.0)
+        await pilot.press("ctrl+y")
+        main = next(s for s in app.screen_stack if isinstance(s, MainScreen))
+        await main.workers.wait_for_complete()
+        await pilot.pause()
+        assert app.screen is main
+        assert main.query_one(PromptInput).text == "make it mw"
+        assert [m.text for m in main.query(ChatMessage)][-1] == "moved: True"
+        assert backend.sent == ["go on"]
 
 
 def test_the_factory_hands_the_tuis_question_to_the_chat(tmp_path: Path) -> None:

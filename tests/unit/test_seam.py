@@ -69,7 +69,7 @@ def test_a_bad_workspace_and_a_bad_resume_are_refused(app_home: AppPaths, tmp_pa
         make_backend(Settings(), app_home, resume="20260101-000000-000-abcdef")
 
 
-async def test_an_agent_backend_switches_sessions_and_says_it_owns_no_server(
+async def test_an_agent_backend_switches_sessions_and_stops_no_server_it_did_not_launch(
     app_home: AppPaths, tmp_path: Path
 ) -> None:
     backend = make_backend(Settings(), app_home, workspace=tmp_path)
@@ -82,7 +82,7 @@ async def test_an_agent_backend_switches_sessions_and_says_it_owns_no_server(
     await backend.new_session()
     assert backend.session.id not in (saved.id, first.id)
     assert backend.slot_view() is None and await backend.make_title() is None
-    with pytest.raises(Unavailable, match="does not own a server"):
+    with pytest.raises(Unavailable, match="not launched by fusion-tui; it is not ours to stop"):
         await backend.stop_server()
 
 

@@ -14,21 +14,17 @@ that was still on its way from the prompt box decides nothing either.
 
 from __future__ import annotations
 
-from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from fusion_tui.agent.approval import ApprovalRequest, Decision
 from fusion_tui.clock import Clock
-from fusion_tui.tui.key_clock import APPROVAL_GRACE_S, KeyClock
+from fusion_tui.tui.screens.guarded_modal import GuardedModal
 from fusion_tui.tui.widgets.tool_call import diff_text
 
 KEYS_HINT = "ctrl+y allow once · tab/←→ choose · enter press · esc deny"
-PASSING_KEYS = {"tab", "shift+tab", "left", "right", "up", "down"}
-"""Keys that only move between the buttons: always let through, never counted as typing."""
 
 
 def heading(request: ApprovalRequest) -> str:
@@ -37,14 +33,13 @@ def heading(request: ApprovalRequest) -> str:
     return f"Write {request.target}?"
 
 
-class ApprovalModal(ModalScreen[Decision]):
+class ApprovalModal(GuardedModal[Decision]):
     """Allow once (Ctrl+Y), always allow this prefix (shell), or deny (Esc)."""
 
+    TYPED_ID = "approval-typed"
     BINDINGS = [
         Binding("escape", "deny", "Deny", show=False),
         Binding("ctrl+y", "allow_once", "Allow once", show=False),
-        Binding("left", "app.focus_previous", show=False),
-        Binding("right", "app.focus_next", show=False),
     ]
 
     DEFAULT_CSS = """
@@ -75,13 +70,8 @@ class ApprovalModal(ModalScreen[Decision]):
     """
 
     def __init__(self, request: ApprovalRequest, *, clock: Clock | None = None) -> None:
-        super().__init__()
+        super().__init__(clock=clock)
         self.request = request
-        self.key_clock = KeyClock(clock)
-        self.shown_at = self.key_clock.now()
-        self.typed = ""
-        """Text typed while the modal was up: it goes back to the prompt box."""
-        self._typed_at: float | None = None
 
     @property
     def offers_prefix(self) -> bool:
@@ -106,41 +96,12 @@ class ApprovalModal(ModalScreen[Decision]):
                 yield Button("Deny", id="deny", variant="error")
             yield Static("", id="approval-typed", markup=False)
 
-    def on_mount(self) -> None:
-        self.shown_at = self.key_clock.now()
+    def on_mount(self) -> None:  # (GuardedModal's on_mount runs too: Textual walks the MRO)
         self.query_one("#deny", Button).focus()
-
-    def settled(self, at: float) -> bool:
-        """The modal has been up, and the keyboard quiet, for the grace period."""
-        since_typing = at - self._typed_at if self._typed_at is not None else float("inf")
-        return at - self.shown_at >= APPROVAL_GRACE_S and since_typing >= APPROVAL_GRACE_S
-
-    def on_key(self, event: events.Key) -> None:
-        """Before the bindings (which run once the key has bubbled past this screen): text
-        is kept for the prompt, and a decision key within the grace period is dropped."""
-        if event.key in PASSING_KEYS:
-            return
-        at = self.key_clock.of(event)
-        if event.is_printable and event.character:
-            self._take_typing(event, at, self.typed + event.character)
-        elif event.key == "backspace" and self.typed:
-            self._take_typing(event, at, self.typed[:-1])
-        elif not self.settled(at):
-            self._take_typing(event, at, self.typed)
-
-    def _take_typing(self, event: events.Key, at: float, typed: str) -> None:
-        event.stop()
-        event.prevent_default()
-        self._typed_at = at
-        if typed != self.typed:
-            self.typed = typed
-            note = self.query_one("#approval-typed", Static)
-            note.update(f"typed here, back to your message after this: “{typed}”")
-            note.set_class(bool(typed), "-shown")
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
-        if self.key_clock.now() - self.shown_at < APPROVAL_GRACE_S:  # a click meant elsewhere
+        if self.too_soon_for_a_click():
             return
         actions = {
             "allow-once": Decision.ALLOW_ONCE,

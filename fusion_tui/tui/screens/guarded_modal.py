@@ -1,0 +1,85 @@
+"""Provides `GuardedModal`: a modal that pops up mid-typing and must not be answered by typing.
+
+The approval modal and the failover dialog both appear while the user may be typing the next
+message. So no typed character answers them: letters (and space) are text, kept in `typed` and
+handed back to the prompt box when the modal closes (shown meanwhile in the modal's typed note).
+Decisions take deliberate keys (the subclass's Ctrl+ binding, Enter on the focused button, Esc)
+or a click, and none counts within `APPROVAL_GRACE_S` of the modal appearing or of a key it
+took as typing, so an Enter or Esc still on its way from the prompt box decides nothing.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, TypeVar
+
+from textual import events
+from textual.binding import Binding, BindingType
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from fusion_tui.clock import Clock
+from fusion_tui.tui.key_clock import APPROVAL_GRACE_S, KeyClock
+
+R = TypeVar("R")
+
+PASSING_KEYS = {"tab", "shift+tab", "left", "right", "up", "down"}
+"""Keys that only move between the buttons: always let through, never counted as typing."""
+
+
+class GuardedModal(ModalScreen[R]):
+    """Typing is kept, not obeyed; decisions only once the modal is up and the keys are quiet.
+
+    A subclass composes a `Static` with id `TYPED_ID` (hidden until something is typed; its
+    CSS gives it `display: none` and `.-shown` `display: block`)."""
+
+    TYPED_ID: ClassVar[str] = "typed"
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("left", "app.focus_previous", show=False),
+        Binding("right", "app.focus_next", show=False),
+    ]
+
+    def __init__(self, *, clock: Clock | None = None) -> None:
+        super().__init__()
+        self.key_clock = KeyClock(clock)
+        self.shown_at = self.key_clock.now()
+        self.typed = ""
+        """Text typed while the modal was up: it goes back to the prompt box."""
+        self._typed_at: float | None = None
+
+    def on_mount(self) -> None:
+        """(Textual calls every class's `on_mount` along the MRO: a subclass's need not call
+        this one.)"""
+        self.shown_at = self.key_clock.now()
+
+    def settled(self, at: float) -> bool:
+        """The modal has been up, and the keyboard quiet, for the grace period."""
+        since_typing = at - self._typed_at if self._typed_at is not None else float("inf")
+        return at - self.shown_at >= APPROVAL_GRACE_S and since_typing >= APPROVAL_GRACE_S
+
+    def too_soon_for_a_click(self) -> bool:
+        """A click right as the modal appeared was meant for what was under it."""
+        return self.key_clock.now() - self.shown_at < APPROVAL_GRACE_S
+
+    def on_key(self, event: events.Key) -> None:
+        """Before the bindings (which run once the key has bubbled past this screen): text
+        is kept for the prompt, and a decision key within the grace period is dropped."""
+        if event.key in PASSING_KEYS:
+            return
+        at = self.key_clock.of(event)
+        if event.is_printable and event.character:
+            self._take_typing(event, at, self.typed + event.character)
+        elif event.key == "backspace" and self.typed:
+            self._take_typing(event, at, self.typed[:-1])
+        elif not self.settled(at):
+            self._take_typing(event, at, self.typed)
+
+    def _take_typing(self, event: events.Key, at: float, typed: str) -> None:
+        event.stop()
+        event.prevent_default()
+        self._typed_at = at
+        if typed != self.typed:
+            self.typed = typed
+            note = self.query_one(f"#{self.TYPED_ID}", Static)
+            note.update(f"typed here, back to your message after this: “{typed}”")
+            note.set_class(bool(typed), "-shown")
