@@ -17,13 +17,12 @@ import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 
-from fusion_tui.chat import endpoint_turns
+from fusion_tui.chat import endpoint_turns, server_stop
 from fusion_tui.chat.backend import (
     Said,
     SessionCatalog,
     SlotView,
     StatusCallback,
-    Unavailable,
     said,
 )
 from fusion_tui.chat.events import AnswerRestarted, Notice, ReplyDone, ReplyEvent
@@ -34,7 +33,7 @@ from fusion_tui.chat.slot_keeper import SlotKeeper
 from fusion_tui.clock import REAL_CLOCK, Clock
 from fusion_tui.config import Settings
 from fusion_tui.paths import AppPaths
-from fusion_tui.runtime import Connection, connect, make_daemon, release, stops_on_exit
+from fusion_tui.runtime import Connection, connect, release, stops_on_exit
 from fusion_tui.server.errors import ContextExceeded, ServerError, StreamStalled
 from fusion_tui.server.types import TextDelta
 from fusion_tui.sessions.model import Outcome, Session, WallClock
@@ -168,14 +167,7 @@ class LocalBackend(LocalSideCalls):
         said = await endpoint_turns.stop_managed(self)  # issue 14
         if said is not None:
             return said
-        conn = self.keeper.conn
-        if conn is None or conn.record is None:
-            raise Unavailable("this server was not launched by fusion-tui; it is not ours to stop")
-        await self.keeper.leave()
-        await self.keeper.save_others()
-        self.keeper.detach()
-        await conn.client.aclose()
-        await make_daemon(self.settings, self.paths).stop()
+        await server_stop.stop_own_daemon(self.keeper, self.settings, self.paths)
         return None
 
     # --- turns ---------------------------------------------------------------------------------
