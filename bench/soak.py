@@ -33,6 +33,8 @@ from fusion_tui.chat.events import ReplyDone
 from fusion_tui.chat.local import LocalBackend
 from fusion_tui.config import Settings
 from fusion_tui.demo_model import demo_model_path
+from fusion_tui.fit.swa import prefix_reuse
+from fusion_tui.gguf.facts import read_model_facts
 from fusion_tui.paths import AppPaths
 from fusion_tui.server.binary import find_llama_server
 from fusion_tui.server.client import LlamaClient
@@ -154,13 +156,14 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
         extra_args=("--no-warmup", "-fit", "off"),
     )  # fmt: skip
     settings = make_settings(binary, model, args.sessions, args.ctx_per_slot, args.max_tokens)
+    fit = {"prefix_reuse": prefix_reuse(read_model_facts(model), False)}  # as `launch` records
     rng = random.Random(args.seed)
     daemon = ManagedDaemon(paths, binary=binary, poll_interval=0.05)
     tally = Tally()
     last_total: dict[str, int] = {}
     restarted_at: int | None = None
     started = time.monotonic()
-    record = await daemon.ensure(spec, probe=False)
+    record = await daemon.ensure(spec, fit=fit, probe=False)
     backends = await start_backends(settings, paths, [None] * args.sessions)
     gc.collect()
     rss_before = rss_kib()
@@ -175,7 +178,7 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
                 for b in backends:
                     await b.close()
                 await daemon.stop()
-                record = await daemon.ensure(spec, probe=False)
+                record = await daemon.ensure(spec, fit=fit, probe=False)
                 backends = await start_backends(settings, paths, ids)
                 last_total.clear()  # a fresh server: every prompt is new to it
                 restarted_at = n
