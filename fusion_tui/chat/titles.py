@@ -39,9 +39,23 @@ def title_messages(first_user_message: str) -> list[dict[str, str]]:
     return [{"role": "system", "content": TITLE_SYSTEM}, {"role": "user", "content": text}]
 
 
+META_LINE = re.compile(
+    r"^(here('s| is)|sure|okay|ok|certainly)\b.*\btitle\b[^a-z0-9]*$"
+    r"|^(session\s+)?title\s*[:\-]?\s*$",
+    re.IGNORECASE,
+)
+"""A line about the title, not a title ("Here's a possible title:", "Title:")."""
+TITLE_MAX_WORDS = 10
+"""More words than this is an answer, not a title (small models chat instead): none is kept."""
+
+
 def clean_title(raw: str) -> str:
-    """The first non-empty line, without a `Title:` label, quotes, markup or a final stop."""
-    line = next((ln.strip() for ln in raw.splitlines() if ln.strip()), "")
+    """The first line that is not about the title, without a `Title:` label, quotes, markup or
+    a final stop; "" when the model answered something that is not a title."""
+    lines = [ln.strip() for ln in raw.splitlines() if ln.strip()]
+    line = next((ln for ln in lines if not META_LINE.match(ln.strip(" \t\"'`*#_"))), "")
+    if len(line.split()) > TITLE_MAX_WORDS:
+        return ""
     line = re.sub(r"^(session\s+)?title\s*[:\-]\s*", "", line, flags=re.IGNORECASE)
     for _ in range(2):  # `"Title".` and `**Title**`: strip marks and stops in any order
         line = line.strip(" \t\"'`*#_").rstrip(".!:;,")

@@ -170,7 +170,11 @@ def test_owner_of_a_slot_is_the_latest_session_pinned_there_on_this_launch() -> 
 def test_title_cleanup_and_a_cheap_prompt() -> None:
     assert clean_title('Title: "Fix the flaky parser test".\nmore') == "Fix the flaky parser test"
     assert clean_title("\n\n**Refactor build**") == "Refactor build"
-    assert len(clean_title("word " * 40)) <= 60
+    assert len(clean_title("word " * 10)) <= 60
+    assert clean_title("word " * 40) == ""  # an answer, not a title: none
+    assert clean_title("Here's a possible title:\n**Reverse a string**") == "Reverse a string"
+    assert clean_title("Here's a possible title") == ""
+    assert clean_title("hey there, welcome to the world of code! i'm glad you're here") == ""
     messages = title_messages("x " * 2000)
     assert len(messages[1]["content"]) == 600
 
