@@ -1,15 +1,32 @@
-"""Provides `ChatMessage`: one message of the chat, streamed through Textual's MarkdownStream.
+"""Provides `ChatMessage`: one message of the chat, its answer streamed into Markdown widgets.
 
-The stream batches fragments whenever the widget falls behind, so the cost per token stays flat
-instead of re-rendering the whole Markdown on every token.
+Fragments are batched whenever the widget falls behind (as Textual's MarkdownStream does), and
+`Markdown.append` re-parses only the last block. What still grew with the answer was the layout:
+every update re-arranges all blocks of the live Markdown widget. So the finished blocks are cut
+off (`markdown_cut.settled_cut`): the live widget is frozen where it stands (never updated again;
+the blocks below the cut are moved out) and a new live widget takes the tail, so each update lays
+out the tail only. The cut is made where the two halves render exactly as the whole does. The
+writer is our own loop rather than MarkdownStream because the cut must happen between two
+appends, with nothing in flight.
+
+A frozen piece holds a zero-height `.pin`. Textual sizes a container whose children all have a
+dynamic height against its parent's height, which grows with every streamed line, so without the
+pin every frame would re-arrange every frozen block; with it a piece's arrangement depends on
+its width only and stays cached.
 """
 
 from __future__ import annotations
 
+import asyncio
+
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Markdown, Static
-from textual.widgets.markdown import MarkdownStream
+from textual.widgets.markdown import MarkdownBlock
+from textual.worker import Worker, WorkerError
+
+from fusion_tui.tui.widgets import heap
+from fusion_tui.tui.widgets.markdown_cut import has_link_definitions, settled_cut
 
 ROLE_LABELS = {"user": "you", "assistant": "model", "system": "system", "notice": "·"}
 
@@ -36,6 +53,7 @@ class ChatMessage(Vertical):
         padding: 0;
         background: transparent;
     }
+    ChatMessage > Markdown > .pin { height: 0; }
     /* code: long lines wrap inside the pane instead of being cut at its edge (Textual's fence
        scrolls sideways with a hidden scrollbar, which reads as cut in a terminal) */
     ChatMessage MarkdownFence { overflow-x: hidden; }
@@ -51,33 +69,54 @@ class ChatMessage(Vertical):
     def __init__(self, role: str, text: str = "", *, id: str | None = None) -> None:
         super().__init__(id=id, classes=f"-{role}")
         self.role = role
-        self._initial = text
         self._text = text
-        self._stream: MarkdownStream | None = None
+        self._live_text = text
+        """What the live Markdown widget holds; the frozen pieces above it hold the rest."""
+        self._live = Markdown(text)
+        self._pending: list[str] = []
+        self._wake = asyncio.Event()
+        self._closing = False
+        self._writer: Worker[None] | None = None
 
     def compose(self) -> ComposeResult:
         yield Static(ROLE_LABELS.get(self.role, self.role), classes="role")
-        yield Markdown(self._initial)
+        yield self._live
         yield Static("", classes="footnote")
 
     @property
     def text(self) -> str:
-        """Everything written so far (the stream may still be drawing the tail)."""
+        """Everything written so far (the writer may still be drawing the tail)."""
         return self._text
+
+    @property
+    def pieces(self) -> list[Markdown]:
+        """The Markdown widgets of the body, top to bottom; only the last one is ever updated."""
+        return list(self.query_children(Markdown))
 
     async def append(self, fragment: str) -> None:
         if not fragment:
             return
         self._text += fragment
-        if self._stream is None:
-            self._stream = Markdown.get_stream(self.query_one(Markdown))
-        await self._stream.write(fragment)
+        self._pending.append(fragment)
+        if self._writer is None:
+            self._writer = self.run_worker(self._write(), group="markdown", exit_on_error=False)
+        self._wake.set()
+        await asyncio.sleep(0)  # let the writer draw
 
     async def finish(self, footnote: str = "", *, partial: bool = False) -> None:
-        """Flush the stream and show the footnote; `partial` marks a turn that did not finish."""
-        if self._stream is not None:
-            await self._stream.stop()
-            self._stream = None
+        """Draw what is pending, then the footnote; `partial` marks a turn that did not finish."""
+        if self._writer is not None:
+            self._closing = True
+            self._wake.set()
+            try:
+                await self._writer.wait()
+            except WorkerError:  # the writer died (a bug) or was cancelled: draw it all anew
+                self._pending.clear()
+                await self._render_whole()
+            finally:
+                self._writer, self._closing = None, False
+            if len(self.pieces) > 1 and has_link_definitions(self._text):
+                await self._render_whole()
         self.set_footnote(footnote)
         self.set_class(partial, "-partial")
 
@@ -85,3 +124,40 @@ class ChatMessage(Vertical):
         note = self.query_one(".footnote", Static)
         note.update(footnote)
         note.set_class(bool(footnote), "-shown")
+
+    async def _write(self) -> None:
+        """Append whatever piled up since the last append, then cut off finished blocks."""
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            if self._pending:
+                batch = "".join(self._pending)
+                self._pending.clear()
+                self._live_text += batch
+                await self._live.append(batch)
+                if "\n" in batch:
+                    await self._cut()
+            if self._closing and not self._pending:
+                return
+
+    async def _cut(self) -> None:
+        """Freeze the live widget above its settled cut; a new live widget takes the tail."""
+        cut = settled_cut(self._live_text)
+        if cut is None:
+            return
+        tail = "".join(self._live_text.splitlines(keepends=True)[cut:])
+        frozen = self._live
+        below = [b for b in frozen.query_children(MarkdownBlock) if b.source_range[0] >= cut]
+        with self.app.batch_update():  # no frame shows the tail missing
+            await frozen.remove_children(below)
+            await frozen.mount(Static("", classes="pin"))
+            heap.settle()  # after the frozen piece, before the tail's widgets (they are replaced)
+            self._live, self._live_text = Markdown(tail), tail
+            await self.mount(self._live, after=frozen)
+
+    async def _render_whole(self) -> None:
+        """A link definition can act on text above it: draw the answer as one document."""
+        with self.app.batch_update():
+            await self.remove_children(Markdown)
+            self._live, self._live_text = Markdown(self._text), self._text
+            await self.mount(self._live, before=self.query_one(".footnote"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from textual.containers import VerticalScroll
 
+from fusion_tui.tui.widgets import heap
 from fusion_tui.tui.widgets.chat_message import ChatMessage
 from fusion_tui.tui.widgets.welcome import Welcome
 
@@ -21,6 +22,10 @@ class ChatView(VerticalScroll):
 
     def on_mount(self) -> None:
         self.anchor()
+        heap.hold()  # long chats: the collector's full passes stay short (see heap)
+
+    def on_unmount(self) -> None:
+        heap.release()
 
     async def add_message(self, role: str, text: str = "") -> ChatMessage:
         """Append a message; the welcome block goes with the first one."""
@@ -31,3 +36,4 @@ class ChatView(VerticalScroll):
 
     async def clear_messages(self) -> None:
         await self.remove_children()
+        heap.refresh()  # the removed messages were frozen: free them now
