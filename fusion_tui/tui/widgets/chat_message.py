@@ -13,6 +13,10 @@ A frozen piece holds a zero-height `.pin`. Textual sizes a container whose child
 dynamic height against its parent's height, which grows with every streamed line, so without the
 pin every frame would re-arrange every frozen block; with it a piece's arrangement depends on
 its width only and stays cached.
+
+What is left per frame grows with the number of widgets Textual walks, drawn or not; so frozen
+pieces far from the view are parked (`park`): a piece keeps its height and its blocks are not
+displayed, until the user scrolls near it again.
 """
 
 from __future__ import annotations
@@ -21,12 +25,17 @@ import asyncio
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.geometry import Region
+from textual.widget import Widget
 from textual.widgets import Markdown, Static
 from textual.widgets.markdown import MarkdownBlock
 from textual.worker import Worker, WorkerError
 
 from fusion_tui.tui.widgets import heap
 from fusion_tui.tui.widgets.markdown_cut import has_link_definitions, settled_cut
+
+STEP_CHARS = 500
+"""Most text one append takes: a writer far behind catches up in steps, not in one long stall."""
 
 ROLE_LABELS = {"user": "you", "assistant": "model", "system": "system", "notice": "·"}
 
@@ -54,6 +63,7 @@ class ChatMessage(Vertical):
         background: transparent;
     }
     ChatMessage > Markdown > .pin { height: 0; }
+    ChatMessage > Markdown.-parked > * { display: none; }
     /* code: long lines wrap inside the pane instead of being cut at its edge (Textual's fence
        scrolls sideways with a hidden scrollbar, which reads as cut in a terminal) */
     ChatMessage MarkdownFence { overflow-x: hidden; }
@@ -75,7 +85,7 @@ class ChatMessage(Vertical):
         self._live = Markdown(text)
         self._pending: list[str] = []
         self._wake = asyncio.Event()
-        self._closing = False
+        self._finishing = False
         self._writer: Worker[None] | None = None
 
     def compose(self) -> ComposeResult:
@@ -93,6 +103,38 @@ class ChatMessage(Vertical):
         """The Markdown widgets of the body, top to bottom; only the last one is ever updated."""
         return list(self.query_children(Markdown))
 
+    def park(self) -> None:
+        """Park the frozen pieces more than a view's height away from the view; unpark the rest.
+
+        Positions are in the view's scrolled content (not on screen), so a jump (Home) unparks
+        the pieces it lands on before the next frame is drawn.
+        """
+        view = self.parent
+        if not isinstance(view, Widget) or not view.size:
+            return
+        height = view.size.height
+        window = Region(0, round(view.scroll_y) - height, view.virtual_size.width, 3 * height)
+        offset = self.virtual_region.offset
+        for piece in self.pieces[:-1]:
+            near = piece.virtual_region.translate(offset).overlaps(window)
+            parked = piece.has_class("-parked")
+            if not parked and not near and piece.outer_size.height:
+                piece.styles.height = piece.outer_size.height
+                piece.add_class("-parked")
+            elif parked and near:
+                self._unpark(piece)
+
+    def unpark_all(self) -> None:
+        """Draw every piece again (the width changed: the kept heights are stale)."""
+        for piece in self.pieces[:-1]:
+            if piece.has_class("-parked"):
+                self._unpark(piece)
+
+    @staticmethod
+    def _unpark(piece: Markdown) -> None:
+        piece.remove_class("-parked")
+        piece.styles.height = None
+
     async def append(self, fragment: str) -> None:
         if not fragment:
             return
@@ -106,7 +148,7 @@ class ChatMessage(Vertical):
     async def finish(self, footnote: str = "", *, partial: bool = False) -> None:
         """Draw what is pending, then the footnote; `partial` marks a turn that did not finish."""
         if self._writer is not None:
-            self._closing = True
+            self._finishing = True
             self._wake.set()
             try:
                 await self._writer.wait()
@@ -114,7 +156,7 @@ class ChatMessage(Vertical):
                 self._pending.clear()
                 await self._render_whole()
             finally:
-                self._writer, self._closing = None, False
+                self._writer, self._finishing = None, False
             if len(self.pieces) > 1 and has_link_definitions(self._text):
                 await self._render_whole()
         self.set_footnote(footnote)
@@ -133,11 +175,16 @@ class ChatMessage(Vertical):
             if self._pending:
                 batch = "".join(self._pending)
                 self._pending.clear()
+                if len(batch) > STEP_CHARS:  # far behind: a bounded step, the rest right after
+                    end = batch.rfind("\n", 0, STEP_CHARS) + 1 or STEP_CHARS
+                    batch, rest = batch[:end], batch[end:]
+                    self._pending.append(rest)
+                    self._wake.set()
                 self._live_text += batch
                 await self._live.append(batch)
                 if "\n" in batch:
                     await self._cut()
-            if self._closing and not self._pending:
+            if self._finishing and not self._pending:
                 return
 
     async def _cut(self) -> None:
@@ -151,9 +198,15 @@ class ChatMessage(Vertical):
         with self.app.batch_update():  # no frame shows the tail missing
             await frozen.remove_children(below)
             await frozen.mount(Static("", classes="pin"))
+            await asyncio.sleep(0)  # the steps of a cut are short stalls, not one long one
             heap.settle()  # after the frozen piece, before the tail's widgets (they are replaced)
-            self._live, self._live_text = Markdown(tail), tail
+            await asyncio.sleep(0)
+            self._live, self._live_text = Markdown(), tail
             await self.mount(self._live, after=frozen)
+            # appended, not passed to Markdown(): after an initial document that ends in a blank
+            # line, Textual 8.2's Markdown.append would overwrite that document's last block
+            await self._live.append(tail)
+        self.call_after_refresh(self.park)
 
     async def _render_whole(self) -> None:
         """A link definition can act on text above it: draw the answer as one document."""

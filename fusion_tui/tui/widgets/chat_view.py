@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from textual import events
 from textual.containers import VerticalScroll
 
 from fusion_tui.tui.widgets import heap
@@ -20,9 +21,24 @@ class ChatView(VerticalScroll):
     }
     """
 
+    _parked_width = 0
+
     def on_mount(self) -> None:
         self.anchor()
         heap.hold()  # long chats: the collector's full passes stay short (see heap)
+        self.watch(self, "scroll_y", self.park, init=False)
+
+    def on_resize(self, event: events.Resize) -> None:
+        if event.size.width != self._parked_width:
+            self._parked_width = event.size.width
+            for message in self.query_children(ChatMessage):
+                message.unpark_all()
+            self.call_after_refresh(self.park)
+
+    def park(self) -> None:
+        """Frozen pieces of long answers far from the view cost no layout (see ChatMessage)."""
+        for message in self.query_children(ChatMessage):
+            message.park()
 
     def on_unmount(self) -> None:
         heap.release()
