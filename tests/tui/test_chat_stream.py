@@ -134,6 +134,18 @@ async def test_parked_pieces_keep_their_height_and_come_back_when_scrolled_to() 
     assert streamed == once
 
 
+async def test_a_long_history_above_a_new_answer_is_parked() -> None:
+    app = Host()
+    async with app.run_test(size=(80, 24)) as pilot:
+        view = app.query_one(ChatView)
+        old = await view.add_message("assistant", ANSWER)  # drawn at once, as history is
+        await _streamed(pilot, "A new answer.\n\n" * 30)
+        assert old.pieces[0].has_class("-parked")  # the whole old answer is far above
+        view.scroll_home(animate=False)
+        await pilot.pause()
+        assert not old.pieces[0].has_class("-parked")
+
+
 async def test_a_narrower_view_redraws_parked_pieces_at_their_new_height() -> None:
     app = Host()
     async with app.run_test(size=(100, 24)) as pilot:

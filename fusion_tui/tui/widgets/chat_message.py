@@ -26,6 +26,7 @@ import asyncio
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.geometry import Region
+from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Markdown, Static
 from textual.widgets.markdown import MarkdownBlock
@@ -42,6 +43,9 @@ ROLE_LABELS = {"user": "you", "assistant": "model", "system": "system", "notice"
 
 class ChatMessage(Vertical):
     """A role label, the Markdown body, and a footnote (telemetry or why a turn stopped)."""
+
+    class Grew(Message):
+        """A piece was frozen: the view parks what is now far from it."""
 
     DEFAULT_CSS = """
     ChatMessage {
@@ -115,7 +119,7 @@ class ChatMessage(Vertical):
         height = view.size.height
         window = Region(0, round(view.scroll_y) - height, view.virtual_size.width, 3 * height)
         offset = self.virtual_region.offset
-        for piece in self.pieces[:-1]:
+        for piece in self._parkable():
             near = piece.virtual_region.translate(offset).overlaps(window)
             parked = piece.has_class("-parked")
             if not parked and not near and piece.outer_size.height:
@@ -126,9 +130,14 @@ class ChatMessage(Vertical):
 
     def unpark_all(self) -> None:
         """Draw every piece again (the width changed: the kept heights are stale)."""
-        for piece in self.pieces[:-1]:
+        for piece in self.pieces:
             if piece.has_class("-parked"):
                 self._unpark(piece)
+
+    def _parkable(self) -> list[Markdown]:
+        """Every piece once the message is complete; while it streams, all but the live one."""
+        pieces = self.pieces
+        return pieces[:-1] if self._writer is not None else pieces
 
     @staticmethod
     def _unpark(piece: Markdown) -> None:
@@ -159,6 +168,7 @@ class ChatMessage(Vertical):
                 self._writer, self._finishing = None, False
             if len(self.pieces) > 1 and has_link_definitions(self._text):
                 await self._render_whole()
+            self.post_message(self.Grew())  # complete: its live piece may be parked too
         self.set_footnote(footnote)
         self.set_class(partial, "-partial")
 
@@ -206,7 +216,7 @@ class ChatMessage(Vertical):
             # appended, not passed to Markdown(): after an initial document that ends in a blank
             # line, Textual 8.2's Markdown.append would overwrite that document's last block
             await self._live.append(tail)
-        self.call_after_refresh(self.park)
+        self.post_message(self.Grew())
 
     async def _render_whole(self) -> None:
         """A link definition can act on text above it: draw the answer as one document."""

@@ -40,6 +40,9 @@ class ChatView(VerticalScroll):
         for message in self.query_children(ChatMessage):
             message.park()
 
+    def on_chat_message_grew(self) -> None:
+        self.call_after_refresh(self.park)
+
     def on_unmount(self) -> None:
         heap.release()
 
@@ -48,6 +51,7 @@ class ChatView(VerticalScroll):
         await self.query(Welcome).remove()
         message = ChatMessage(role, text)
         await self.mount(message)
+        self.call_after_refresh(self.park)  # a long history: what scrolled far up is parked
         return message
 
     async def clear_messages(self) -> None:
