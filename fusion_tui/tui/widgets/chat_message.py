@@ -67,7 +67,6 @@ class ChatMessage(Vertical):
         background: transparent;
     }
     ChatMessage > Markdown > .pin { height: 0; }
-    ChatMessage > Markdown.-parked > * { display: none; }
     /* code: long lines wrap inside the pane instead of being cut at its edge (Textual's fence
        scrolls sideways with a hidden scrollbar, which reads as cut in a terminal) */
     ChatMessage MarkdownFence { overflow-x: hidden; }
@@ -119,12 +118,13 @@ class ChatMessage(Vertical):
         height = view.size.height
         window = Region(0, round(view.scroll_y) - height, view.virtual_size.width, 3 * height)
         offset = self.virtual_region.offset
+        parked_one = False
         for piece in self._parkable():
             near = piece.virtual_region.translate(offset).overlaps(window)
             parked = piece.has_class("-parked")
-            if not parked and not near and piece.outer_size.height:
-                piece.styles.height = piece.outer_size.height
-                piece.add_class("-parked")
+            if not parked and not near and piece.outer_size.height and not parked_one:
+                self._park(piece)
+                parked_one = True  # one per pass: parking is cheap, not free
             elif parked and near:
                 self._unpark(piece)
 
@@ -140,8 +140,17 @@ class ChatMessage(Vertical):
         return pieces[:-1] if self._writer is not None else pieces
 
     @staticmethod
+    def _park(piece: Markdown) -> None:
+        piece.styles.height = piece.outer_size.height
+        piece.set_class(True, "-parked", update=False)  # a marker: no restyle of the blocks
+        for block in piece.children:
+            block.display = False
+
+    @staticmethod
     def _unpark(piece: Markdown) -> None:
-        piece.remove_class("-parked")
+        piece.set_class(False, "-parked", update=False)
+        for block in piece.children:
+            block.display = True
         piece.styles.height = None
 
     async def append(self, fragment: str) -> None:
