@@ -38,6 +38,13 @@ from fusion_tui.tui.widgets.markdown_cut import has_link_definitions, settled_cu
 STEP_CHARS = 500
 """Most text one append takes: a writer far behind catches up in steps, not in one long stall."""
 
+FRAME_S = 1 / 30
+"""Pause after each append: the tail is laid out at most ~30 times a second, however fast the
+tokens come, and the frames in between cost nothing."""
+
+PARK_DELAY_S = 0.1
+"""A cut's frame mounts the new tail; parking waits for a later frame, not to add to that one."""
+
 ROLE_LABELS = {"user": "you", "assistant": "model", "system": "system", "notice": "·"}
 
 
@@ -203,6 +210,7 @@ class ChatMessage(Vertical):
                 await self._live.append(batch)
                 if "\n" in batch:
                     await self._cut()
+                await asyncio.sleep(FRAME_S)  # what arrives meanwhile is the next batch
             if self._finishing and not self._pending:
                 return
 
@@ -225,7 +233,7 @@ class ChatMessage(Vertical):
             # appended, not passed to Markdown(): after an initial document that ends in a blank
             # line, Textual 8.2's Markdown.append would overwrite that document's last block
             await self._live.append(tail)
-        self.post_message(self.Grew())
+        self.set_timer(PARK_DELAY_S, lambda: self.post_message(self.Grew()))
 
     async def _render_whole(self) -> None:
         """A link definition can act on text above it: draw the answer as one document."""
