@@ -1,22 +1,23 @@
 """Provides `ChatMessage`: one message of the chat, its answer streamed into Markdown widgets.
 
-Fragments are batched whenever the widget falls behind (as Textual's MarkdownStream does), and
-`Markdown.append` re-parses only the last block. What still grew with the answer was the layout:
-every update re-arranges all blocks of the live Markdown widget. So the finished blocks are cut
-off (`markdown_cut.settled_cut`): the live widget is frozen where it stands (never updated again;
-the blocks below the cut are moved out) and a new live widget takes the tail, so each update lays
-out the tail only. The cut is made where the two halves render exactly as the whole does. The
-writer is our own loop rather than MarkdownStream because the cut must happen between two
-appends, with nothing in flight.
+Fragments are batched (appended at most ~30 times a second, more at once when the widget falls
+behind), and `Markdown.append` re-parses only the last block. What still grew with the answer
+was the layout: every update re-arranges all blocks of the live Markdown widget. So finished
+blocks are cut off (`markdown_cut.settled_cut`): the live widget is frozen where it stands
+(never updated again; the blocks below the cut are moved out) and a new live widget takes the
+tail, so each update lays out the tail only. The cut is made where the two halves render
+exactly as the whole does. The writer is our own loop rather than MarkdownStream because the
+cut must happen between two appends, with nothing in flight.
 
 A frozen piece holds a zero-height `.pin`. Textual sizes a container whose children all have a
 dynamic height against its parent's height, which grows with every streamed line, so without the
 pin every frame would re-arrange every frozen block; with it a piece's arrangement depends on
 its width only and stays cached.
 
-What is left per frame grows with the number of widgets Textual walks, drawn or not; so frozen
-pieces far from the view are parked (`park`): a piece keeps its height and its blocks are not
-displayed, until the user scrolls near it again.
+What is left per frame grows with the number of widgets Textual walks, drawn or not; so pieces
+far from the view are parked (`park`): a piece keeps its height and its blocks are not
+displayed, until the user scrolls near it again. The collector's full passes are kept short by
+`heap` (each cut is followed by one).
 """
 
 from __future__ import annotations

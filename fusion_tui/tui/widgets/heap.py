@@ -5,8 +5,9 @@ a widget of about 325 of them: at a 10,000-token answer a pass took 130 ms on a 
 270 ms on a loaded one, the worst event-loop stall `bench/stream_ui.py` saw (layout was second).
 The blocks of finished messages live as long as the chat, so the chat view moves what is alive to
 the permanent generation (`gc.freeze`) right after a full pass, which is short because that pass
-only walks what is new since the last one. Objects frozen alive and dropped later stay in memory
-until the chat is cleared or the view goes away (`release`), when everything is handed back.
+only walks what is new since the last one. Objects frozen alive and dropped later (render caches,
+mostly) stay in memory until the chat is cleared or the view goes away, when everything is
+handed back: about 1 MB per 2,000 streamed tokens, measured.
 Textual itself pauses the collector for the same reason while it scrolls (`PAUSE_GC_ON_SCROLL`).
 """
 
