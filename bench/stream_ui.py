@@ -1,15 +1,18 @@
 """Benchmark: streaming tokens into the chat view, headless.
 
-Pushes N tokens at a fixed high rate through `ChatMessage.append` (Textual's MarkdownStream, which
-batches fragments when the widget falls behind) and, in the same run, through a naive view that
-re-renders the whole Markdown on every token. Reports time per token, the worst event-loop lag
-seen by a 5 ms ticker, and the ratio naive / streamed. The naive run is capped in time (its cost
-grows with the text); a capped run reports the tokens it managed.
+Pushes N tokens at a fixed high rate through `ChatMessage.append` (fragments batched when the
+widget falls behind, finished blocks frozen into pieces, pieces far from the view parked) and, in
+the same run, through a naive view that re-renders the whole Markdown on every token. Reports
+time per token, the worst event-loop lag seen by a 5 ms ticker, and the ratio naive / streamed.
+The naive run is capped in time (its cost grows with the text); a capped run reports the tokens
+it managed.
 
 The lag is measured twice: in wall time (what a user feels) and in this process's CPU time
 between two ticks (the longest stretch of work the event loop did without yielding), which does
-not depend on how many other processes share the cores. `--runs N` prints the median of N runs
-with the spread [min–max].
+not depend on how many other processes share the cores. The window ends 50 ms after the last
+fragment (the final frames are drawn in it), before the test harness's `Pilot.pause()`, which
+calls back every widget on the screen at once. `--runs N` prints the median of N runs with the
+spread [min–max].
 
     .venv/bin/python bench/stream_ui.py [--tokens 1000 10000] [--rate 2000] [--cap 60] [--runs 3]
 """
@@ -112,10 +115,13 @@ async def measure(
             if time.perf_counter() - start > cap:
                 break
         await finish(message)
-        await pilot.pause()
-        elapsed = time.perf_counter() - start
+        await asyncio.sleep(0.05)  # the app's own refresh timer draws the last frames
         stop = True
         await tick
+        # outside the lag window: Pilot.pause() calls back every widget on the screen at once
+        # (a burst that grows with the widget count and that no user of the app ever sees)
+        await pilot.pause()
+        elapsed = time.perf_counter() - start
     return Result(sent, elapsed, worst * 1000, sent < n, worst_cpu * 1000)
 
 

@@ -1,21 +1,66 @@
-"""Provides `ChatMessage`: one message of the chat, streamed through Textual's MarkdownStream.
+"""Provides `ChatMessage`: one message of the chat, its answer streamed into Markdown widgets.
 
-The stream batches fragments whenever the widget falls behind, so the cost per token stays flat
-instead of re-rendering the whole Markdown on every token.
+Fragments are batched (appended at most ~30 times a second, more at once when the widget falls
+behind), and `Markdown.append` re-parses only the last block. What still grew with the answer
+was the layout: every update re-arranges all blocks of the live Markdown widget. So finished
+blocks are cut off (`markdown_cut.settled_cut`): the live widget is frozen where it stands
+(never updated again; the blocks below the cut are moved out) and a new live widget takes the
+tail, so each update lays out the tail only. The cut is made where the two halves render
+exactly as the whole does. The writer is our own loop rather than MarkdownStream because the
+cut must happen between two appends, with nothing in flight.
+
+A frozen piece holds a zero-height `.pin`. Textual sizes a container whose children all have a
+dynamic height against its parent's height, which grows with every streamed line, so without the
+pin every frame would re-arrange every frozen block; with it a piece's arrangement depends on
+its width only and stays cached.
+
+What is left per frame grows with the number of widgets Textual walks, drawn or not; so pieces
+far from the view are parked (`park`): a piece keeps its height and its blocks are not
+displayed, until the user scrolls near it again. The collector's full passes are kept short by
+`heap` (each cut is followed by one).
 """
 
 from __future__ import annotations
 
+import asyncio
+
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.geometry import Region
+from textual.message import Message
+from textual.widget import Widget
 from textual.widgets import Markdown, Static
-from textual.widgets.markdown import MarkdownStream
+from textual.widgets.markdown import MarkdownBlock
+from textual.worker import Worker, WorkerError
+
+from fusion_tui.tui.widgets import heap
+from fusion_tui.tui.widgets.markdown_cut import has_link_definitions, settled_cut
+
+STEP_CHARS = 500
+"""Most text one append takes: a writer far behind catches up in steps, not in one long stall."""
+
+FRAME_S = 1 / 30
+"""Pause after each append: the tail is laid out at most ~30 times a second, however fast the
+tokens come, and the frames in between cost nothing."""
+
+PARK_DELAY_S = 0.1
+"""A cut's frame mounts the new tail; parking waits for a later frame, not to add to that one."""
+
+SETTLE_EVERY = 1
+"""Cuts between two `heap.settle` calls. Each settle also freezes the transient objects alive at
+that moment (render caches, mostly: ~1,500, a few hundred kB), which then stay in memory until the
+chat is cleared. Settling less often lets the unfrozen heap grow between settles and brings the
+collector's own full passes back (every 4th cut: 16 passes of up to 32 ms in a 10,000-token
+answer, worst lag 90-126 ms instead of 40-45)."""
 
 ROLE_LABELS = {"user": "you", "assistant": "model", "system": "system", "notice": "·"}
 
 
 class ChatMessage(Vertical):
     """A role label, the Markdown body, and a footnote (telemetry or why a turn stopped)."""
+
+    class Grew(Message):
+        """A piece was frozen: the view parks what is now far from it."""
 
     DEFAULT_CSS = """
     ChatMessage {
@@ -36,6 +81,7 @@ class ChatMessage(Vertical):
         padding: 0;
         background: transparent;
     }
+    ChatMessage > Markdown > .pin { height: 0; }
     /* code: long lines wrap inside the pane instead of being cut at its edge (Textual's fence
        scrolls sideways with a hidden scrollbar, which reads as cut in a terminal) */
     ChatMessage MarkdownFence { overflow-x: hidden; }
@@ -51,27 +97,87 @@ class ChatMessage(Vertical):
     def __init__(self, role: str, text: str = "", *, id: str | None = None) -> None:
         super().__init__(id=id, classes=f"-{role}")
         self.role = role
-        self._initial = text
         self._text = text
-        self._stream: MarkdownStream | None = None
+        self._live_text = text
+        """What the live Markdown widget holds; the frozen pieces above it hold the rest."""
+        self._live = Markdown(text)
+        self._pending: list[str] = []
+        self._wake = asyncio.Event()
+        self._finishing = False
+        self._writer: Worker[None] | None = None
+        self._cuts = 0
 
     def compose(self) -> ComposeResult:
         yield Static(ROLE_LABELS.get(self.role, self.role), classes="role")
-        yield Markdown(self._initial)
+        yield self._live
         yield Static("", classes="footnote")
 
     @property
     def text(self) -> str:
-        """Everything written so far (the stream may still be drawing the tail)."""
+        """Everything written so far (the writer may still be drawing the tail)."""
         return self._text
+
+    @property
+    def pieces(self) -> list[Markdown]:
+        """The Markdown widgets of the body, top to bottom; only the last one is ever updated."""
+        return list(self.query_children(Markdown))
+
+    def park(self) -> None:
+        """Park the frozen pieces more than a view's height away from the view; unpark the rest.
+
+        Positions are in the view's scrolled content (not on screen), so a jump (Home) unparks
+        the pieces it lands on before the next frame is drawn.
+        """
+        view = self.parent
+        if not isinstance(view, Widget) or not view.size:
+            return
+        height = view.size.height
+        window = Region(0, round(view.scroll_y) - height, view.virtual_size.width, 3 * height)
+        offset = self.virtual_region.offset
+        parked_one = False
+        for piece in self._parkable():
+            near = piece.virtual_region.translate(offset).overlaps(window)
+            parked = piece.has_class("-parked")
+            if not parked and not near and piece.outer_size.height and not parked_one:
+                self._park(piece)
+                parked_one = True  # one per pass: parking is cheap, not free
+            elif parked and near:
+                self._unpark(piece)
+
+    def unpark_all(self) -> None:
+        """Draw every piece again (the width changed: the kept heights are stale)."""
+        for piece in self.pieces:
+            if piece.has_class("-parked"):
+                self._unpark(piece)
+
+    def _parkable(self) -> list[Markdown]:
+        """Every piece once the message is complete; while it streams, all but the live one."""
+        pieces = self.pieces
+        return pieces[:-1] if self._writer is not None else pieces
+
+    @staticmethod
+    def _park(piece: Markdown) -> None:
+        piece.styles.height = piece.outer_size.height
+        piece.set_class(True, "-parked", update=False)  # a marker: no restyle of the blocks
+        for block in piece.children:
+            block.display = False
+
+    @staticmethod
+    def _unpark(piece: Markdown) -> None:
+        piece.set_class(False, "-parked", update=False)
+        for block in piece.children:
+            block.display = True
+        piece.styles.height = None
 
     async def append(self, fragment: str) -> None:
         if not fragment:
             return
         self._text += fragment
-        if self._stream is None:
-            self._stream = Markdown.get_stream(self.query_one(Markdown))
-        await self._stream.write(fragment)
+        self._pending.append(fragment)
+        if self._writer is None:
+            self._writer = self.run_worker(self._write(), group="markdown", exit_on_error=False)
+        self._wake.set()
+        await asyncio.sleep(0)  # let the writer draw
 
     async def restart(self) -> None:
         """Drop what was streamed so far (the turn is being sent again elsewhere)."""
@@ -82,10 +188,21 @@ class ChatMessage(Vertical):
         await self.query_one(Markdown).update("")
 
     async def finish(self, footnote: str = "", *, partial: bool = False) -> None:
-        """Flush the stream and show the footnote; `partial` marks a turn that did not finish."""
-        if self._stream is not None:
-            await self._stream.stop()
-            self._stream = None
+        """Draw what is pending, then the footnote; `partial` marks a turn that did not finish."""
+        if self._writer is not None:
+            self._finishing = True
+            self._wake.set()
+            try:
+                await self._writer.wait()
+            except WorkerError:  # the writer died (a bug) or was cancelled: draw it all anew
+                self._pending.clear()
+                await self._render_whole()
+            finally:
+                self._writer, self._finishing = None, False
+            if len(self.pieces) > 1 and has_link_definitions(self._text):
+                await self._render_whole()
+            self.post_message(self.Grew())  # complete: its live piece may be parked too
+            self.call_after_refresh(heap.settle)  # the whole message is long-lived now
         self.set_footnote(footnote)
         self.set_class(partial, "-partial")
 
@@ -93,3 +210,55 @@ class ChatMessage(Vertical):
         note = self.query_one(".footnote", Static)
         note.update(footnote)
         note.set_class(bool(footnote), "-shown")
+
+    async def _write(self) -> None:
+        """Append whatever piled up since the last append, then cut off finished blocks."""
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            if self._pending:
+                batch = "".join(self._pending)
+                self._pending.clear()
+                if len(batch) > STEP_CHARS:  # far behind: a bounded step, the rest right after
+                    end = batch.rfind("\n", 0, STEP_CHARS) + 1 or STEP_CHARS
+                    batch, rest = batch[:end], batch[end:]
+                    self._pending.append(rest)
+                    self._wake.set()
+                self._live_text += batch
+                await self._live.append(batch)
+                if "\n" in batch:
+                    await self._cut()
+                await asyncio.sleep(FRAME_S)  # what arrives meanwhile is the next batch
+            if self._finishing and not self._pending:
+                return
+
+    async def _cut(self) -> None:
+        """Freeze the live widget above its settled cut; a new live widget takes the tail."""
+        cut = settled_cut(self._live_text)
+        if cut is None:
+            return
+        tail = "".join(self._live_text.splitlines(keepends=True)[cut:])
+        frozen = self._live
+        below = [b for b in frozen.query_children(MarkdownBlock) if b.source_range[0] >= cut]
+        with self.app.batch_update():  # no frame shows the tail missing
+            await frozen.remove_children(below)
+            await frozen.mount(Static("", classes="pin"))
+            await asyncio.sleep(0)  # the steps of a cut are short stalls, not one long one
+            self._live, self._live_text = Markdown(), tail
+            await self.mount(self._live, after=frozen)
+            # appended, not passed to Markdown(): after an initial document that ends in a blank
+            # line, Textual 8.2's Markdown.append would overwrite that document's last block
+            await self._live.append(tail)
+        self._cuts += 1
+        if self._cuts % SETTLE_EVERY == 0:
+            # once drawn, the blocks moved out are garbage: a short full pass frees them and
+            # what is left alive (the frozen pieces, mostly) is frozen
+            self.call_after_refresh(heap.settle)
+        self.set_timer(PARK_DELAY_S, lambda: self.post_message(self.Grew()))
+
+    async def _render_whole(self) -> None:
+        """A link definition can act on text above it: draw the answer as one document."""
+        with self.app.batch_update():
+            await self.remove_children(Markdown)
+            self._live, self._live_text = Markdown(self._text), self._text
+            await self.mount(self._live, before=self.query_one(".footnote"))

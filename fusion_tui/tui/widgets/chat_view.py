@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from textual import events
 from textual.containers import VerticalScroll
 
+from fusion_tui.tui.widgets import heap
 from fusion_tui.tui.widgets.chat_message import ChatMessage
 from fusion_tui.tui.widgets.welcome import Welcome
 
@@ -19,15 +21,39 @@ class ChatView(VerticalScroll):
     }
     """
 
+    _parked_width = 0
+
     def on_mount(self) -> None:
         self.anchor()
+        heap.hold()  # long chats: the collector's full passes stay short (see heap)
+        self.watch(self, "scroll_y", self.park, init=False)
+
+    def on_resize(self, event: events.Resize) -> None:
+        if event.size.width != self._parked_width:
+            self._parked_width = event.size.width
+            for message in self.query_children(ChatMessage):
+                message.unpark_all()
+            self.call_after_refresh(self.park)
+
+    def park(self) -> None:
+        """Frozen pieces of long answers far from the view cost no layout (see ChatMessage)."""
+        for message in self.query_children(ChatMessage):
+            message.park()
+
+    def on_chat_message_grew(self) -> None:
+        self.call_after_refresh(self.park)
+
+    def on_unmount(self) -> None:
+        heap.release()
 
     async def add_message(self, role: str, text: str = "") -> ChatMessage:
         """Append a message; the welcome block goes with the first one."""
         await self.query(Welcome).remove()
         message = ChatMessage(role, text)
         await self.mount(message)
+        self.call_after_refresh(self.park)  # a long history: what scrolled far up is parked
         return message
 
     async def clear_messages(self) -> None:
         await self.remove_children()
+        heap.refresh()  # the removed messages were frozen: free them now
