@@ -181,11 +181,16 @@ class ChatMessage(Vertical):
 
     async def restart(self) -> None:
         """Drop what was streamed so far (the turn is being sent again elsewhere)."""
-        if self._stream is not None:
-            await self._stream.stop()
-            self._stream = None
-        self._text = ""
-        await self.query_one(Markdown).update("")
+        writer, self._writer = self._writer, None
+        self._pending.clear()
+        if writer is not None:
+            writer.cancel()
+            try:
+                await writer.wait()
+            except WorkerError:
+                pass  # cancelled: nothing of it is kept
+        self._finishing, self._text = False, ""
+        await self._render_whole()
 
     async def finish(self, footnote: str = "", *, partial: bool = False) -> None:
         """Draw what is pending, then the footnote; `partial` marks a turn that did not finish."""
