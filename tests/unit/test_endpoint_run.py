@@ -4,36 +4,30 @@ endpoint went away moves to the other endpoint once, said, and its event carries
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from dataclasses import replace
 
-import httpx
 import pytest
 
 from fusion_tui.agent.endpoint_run import EndpointRun, place_run
 from fusion_tui.agent.events import RequestDone
 from fusion_tui.config import Settings
-from fusion_tui.config.settings import EndpointSettings, ServerSettings
 from fusion_tui.endpoints.session_pins import EndpointPins
 from fusion_tui.server.types import StreamEnd
 from fusion_tui.sessions.model import Session
 from fusion_tui.slots.gate import SlotGate
 from tests.fakes.fake_server import FakeLlamaServer, Reply
+from tests.unit.endpoint_support import alpha_beta, slot_kept_busy, two_servers
 
 
 @pytest.fixture
 def two() -> Iterator[tuple[FakeLlamaServer, FakeLlamaServer]]:
-    with (
-        FakeLlamaServer(total_slots=2, n_ctx=4096) as a,
-        FakeLlamaServer(total_slots=2, n_ctx=4096) as b,
-    ):
+    with two_servers(4096) as (a, b):
         yield a, b
 
 
 def pins_for(a: FakeLlamaServer, b: FakeLlamaServer) -> EndpointPins:
-    eps = (EndpointSettings(url=a.url, label="alpha"), EndpointSettings(url=b.url, label="beta"))
-    return EndpointPins(Settings(server=ServerSettings(endpoints=eps)))
+    return EndpointPins(Settings(server=alpha_beta(a, b)))
 
 
 async def started(pins: EndpointPins, notes: list[str]) -> EndpointRun:
@@ -63,22 +57,10 @@ async def test_a_slot_another_client_keeps_busy_is_never_named(
     notes: list[str] = []
     run = await started(pins, notes)
     assert run.label == "alpha"
-    a.script(Reply(hang="prompt"))
-    other = threading.Thread(
-        target=lambda: httpx.post(
-            f"{a.url}/completion", json={"prompt": "someone else", "id_slot": 0}, timeout=10
-        )
-    )
-    other.start()
     try:
-        for _ in range(100):
-            if any(s["is_processing"] for s in a.slot_json()):
-                break
-            threading.Event().wait(0.02)
-        end = await ask(run, 0)
+        with slot_kept_busy(a, {"prompt": "someone else", "id_slot": 0}):
+            end = await ask(run, 0)
     finally:
-        a.release()
-        other.join(10)
         await pins.aclose()
     assert end.id_slot == 1
     assert any("slot 0 on alpha is busy with another client's work" in n for n in notes)
