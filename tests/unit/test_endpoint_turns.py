@@ -143,7 +143,6 @@ async def test_a_kept_pin_asks_only_its_own_endpoint_before_a_turn(
 async def test_a_pinned_slot_another_client_keeps_busy_is_left_and_the_turn_says_so(
     two: tuple[FakeLlamaServer, FakeLlamaServer], paths: AppPaths
 ) -> None:
-
     a, b = two
     backend = await backend_for(settings_for(a, b), paths)
     await turn(backend, "hello")
