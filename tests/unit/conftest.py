@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -34,3 +35,16 @@ def cli_two_servers(app_home: AppPaths) -> Iterator[tuple[FakeLlamaServer, FakeL
             f"    - url: {b.url}\n      label: beta\n"
         )
         yield a, b
+
+
+@pytest.fixture
+def paths(tmp_path: Path) -> AppPaths:
+    """App folders below `tmp_path` (c, d, s, l); a test module may define its own."""
+    return AppPaths(tmp_path / "c", tmp_path / "d", tmp_path / "s", tmp_path / "l")
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    """An empty workspace folder `tmp_path/ws`; a test module may define its own."""
+    (tmp_path / "ws").mkdir()
+    return tmp_path / "ws"
