@@ -5,7 +5,8 @@ taken as typing. Each helper holds the assertions of one such check."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine
+from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 from textual.app import App
@@ -27,6 +28,7 @@ from tests.tui.scripted_backend import ScriptedBackend
 
 M = TypeVar("M", bound=ModalScreen[Any])
 T = TypeVar("T")
+A = TypeVar("A", bound=App[Any])
 
 
 async def open_guarded(
@@ -42,6 +44,20 @@ async def open_guarded(
         if isinstance(app.screen, modal_type):
             return app.screen, task
     raise AssertionError(f"the {name} never appeared")
+
+
+@asynccontextmanager
+async def modal_up(
+    app: A,
+    size: tuple[int, int],
+    open_modal: Callable[[A, FakeClock], Awaitable[tuple[M, asyncio.Task[T]]]],
+) -> AsyncIterator[tuple[Pilot[Any], M, asyncio.Task[T], FakeClock]]:
+    """`app` running at `size` with the modal `open_modal` opens up, on a fake clock: the pilot,
+    the modal, the task that gets its answer, the clock."""
+    clock = FakeClock()
+    async with app.run_test(size=size) as pilot:
+        modal, task = await open_modal(app, clock)
+        yield pilot, modal, task, clock
 
 
 async def check_grace_period(

@@ -18,6 +18,7 @@ from tests.tui.guarded_modal_support import (
     check_early_click,
     check_grace_period,
     check_typing_lands_back,
+    modal_up,
     open_guarded,
 )
 
@@ -37,9 +38,8 @@ async def open_modal(
 
 
 async def test_keys_within_the_grace_period_decide_nothing() -> None:
-    app, clock = Host(), FakeClock()
-    async with app.run_test(size=(80, 24)) as pilot:
-        modal, task = await open_modal(app, clock)
+    app = Host()
+    async with modal_up(app, (80, 24), open_modal) as (pilot, modal, task, clock):
         answer = await check_grace_period(
             pilot, app, modal, task, clock, ("enter", "escape", "ctrl+y"), ("ctrl+y",)
         )
@@ -47,9 +47,8 @@ async def test_keys_within_the_grace_period_decide_nothing() -> None:
 
 
 async def test_letters_are_never_an_answer_and_are_kept() -> None:
-    app, clock = Host(), FakeClock()
-    async with app.run_test(size=(80, 24)) as pilot:
-        modal, task = await open_modal(app, clock)
+    app = Host()
+    async with modal_up(app, (80, 24), open_modal) as (pilot, modal, task, clock):
         clock.advance(5.0)  # long after it appeared: letters still are text
         await pilot.press(*"y and a d", "p", "n", "backspace")
         await pilot.pause()
@@ -63,17 +62,15 @@ async def test_letters_are_never_an_answer_and_are_kept() -> None:
 
 
 async def test_a_click_right_as_it_appears_is_ignored() -> None:
-    app, clock = Host(), FakeClock()
-    async with app.run_test(size=(80, 24)) as pilot:
-        _modal, task = await open_modal(app, clock)
+    app = Host()
+    async with modal_up(app, (80, 24), open_modal) as (pilot, _modal, task, clock):
         answer = await check_early_click(pilot, task, clock, "#deny", "#allow-once")
         assert answer is Decision.ALLOW_ONCE
 
 
 async def test_the_modal_shows_its_keys() -> None:
-    app, clock = Host(), FakeClock()
-    async with app.run_test(size=(80, 24)) as pilot:
-        modal, task = await open_modal(app, clock)
+    app = Host()
+    async with modal_up(app, (80, 24), open_modal) as (pilot, modal, task, _clock):
         await pilot.pause()
         box = modal.query_one("#approval-box")
         assert box.border_subtitle == KEYS_HINT

@@ -26,6 +26,7 @@ from tests.tui.guarded_modal_support import (
     check_early_click,
     check_grace_period,
     check_typing_lands_back,
+    modal_up,
     open_guarded,
 )
 from tests.tui.scripted_backend import ScriptedBackend
@@ -42,9 +43,7 @@ async def open_dialog(app: App[Any], clock: FakeClock) -> tuple[FailoverModal, a
 
 
 async def test_ctrl_y_moves_and_the_cost_and_keys_are_stated() -> None:
-    app, clock = App[None](), FakeClock()
-    async with app.run_test(size=(100, 30)) as pilot:
-        modal, task = await open_dialog(app, clock)
+    async with modal_up(App[None](), (100, 30), open_dialog) as (pilot, modal, task, clock):
         await pilot.pause()
         text = str(modal.query_one("#failover-cost", Static).render())
         assert "1,834 prompt tokens" in text and "gpu-box" in text
@@ -56,9 +55,7 @@ async def test_ctrl_y_moves_and_the_cost_and_keys_are_stated() -> None:
 
 
 async def test_escape_waits() -> None:
-    app, clock = App[None](), FakeClock()
-    async with app.run_test(size=(100, 30)) as pilot:
-        _modal, task = await open_dialog(app, clock)
+    async with modal_up(App[None](), (100, 30), open_dialog) as (pilot, _modal, task, clock):
         await pilot.pause()
         clock.advance(APPROVAL_GRACE_S)
         await pilot.press("escape")
@@ -67,9 +64,8 @@ async def test_escape_waits() -> None:
 
 async def test_letters_never_answer_it_and_are_kept() -> None:
     """The old keys (m moved, w waited) are text now, as every letter is."""
-    app, clock = App[None](), FakeClock()
-    async with app.run_test(size=(100, 30)) as pilot:
-        modal, task = await open_dialog(app, clock)
+    app = App[None]()
+    async with modal_up(app, (100, 30), open_dialog) as (pilot, modal, task, clock):
         await pilot.pause()
         clock.advance(5.0)  # long after it appeared: letters still are text
         await pilot.press(*"mwy more", "x", "backspace")
@@ -84,9 +80,8 @@ async def test_letters_never_answer_it_and_are_kept() -> None:
 
 
 async def test_keys_within_the_grace_period_decide_nothing() -> None:
-    app, clock = App[None](), FakeClock()
-    async with app.run_test(size=(100, 30)) as pilot:
-        modal, task = await open_dialog(app, clock)
+    app = App[None]()
+    async with modal_up(app, (100, 30), open_dialog) as (pilot, modal, task, clock):
         # Tab moves the focus (never typing): Wait → Move
         answer = await check_grace_period(
             pilot, app, modal, task, clock, ("ctrl+y", "enter", "escape"), ("tab", "enter")
@@ -95,9 +90,7 @@ async def test_keys_within_the_grace_period_decide_nothing() -> None:
 
 
 async def test_a_click_right_as_it_appears_is_ignored() -> None:
-    app, clock = App[None](), FakeClock()
-    async with app.run_test(size=(100, 30)) as pilot:
-        _modal, task = await open_dialog(app, clock)
+    async with modal_up(App[None](), (100, 30), open_dialog) as (pilot, _modal, task, clock):
         answer = await check_early_click(pilot, task, clock, "#move", "#wait")
         assert answer is False
 
