@@ -13,14 +13,7 @@ from fusion_tui.agent.approval import ApprovalRequest, Decision
 from fusion_tui.tui.approver import TuiApprover
 from fusion_tui.tui.screens.approval import KEYS_HINT, ApprovalModal
 from tests.fakes.clock import FakeClock
-from tests.tui.guarded_modal_support import (
-    AskingBackend,
-    check_early_click,
-    check_grace_period,
-    check_typing_lands_back,
-    modal_up,
-    open_guarded,
-)
+from tests.tui import guarded_modal_support as guarded
 
 SHELL = ApprovalRequest("shell", "run_shell", "git status -s", "git status -s", "git status")
 
@@ -34,13 +27,13 @@ async def open_modal(
     app: App[Any], clock: FakeClock
 ) -> tuple[ApprovalModal, asyncio.Task[Decision]]:
     approver = TuiApprover(app, clock=clock)
-    return await open_guarded(app, approver.decide(SHELL), ApprovalModal, "approval modal")
+    return await guarded.open_guarded(app, approver.decide(SHELL), ApprovalModal, "approval modal")
 
 
 async def test_keys_within_the_grace_period_decide_nothing() -> None:
     app = Host()
-    async with modal_up(app, (80, 24), open_modal) as (pilot, modal, task, clock):
-        answer = await check_grace_period(
+    async with guarded.modal_up(app, (80, 24), open_modal) as (pilot, modal, task, clock):
+        answer = await guarded.check_grace_period(
             pilot, app, modal, task, clock, ("enter", "escape", "ctrl+y"), ("ctrl+y",)
         )
         assert answer is Decision.ALLOW_ONCE
@@ -48,7 +41,7 @@ async def test_keys_within_the_grace_period_decide_nothing() -> None:
 
 async def test_letters_are_never_an_answer_and_are_kept() -> None:
     app = Host()
-    async with modal_up(app, (80, 24), open_modal) as (pilot, modal, task, clock):
+    async with guarded.modal_up(app, (80, 24), open_modal) as (pilot, modal, task, clock):
         clock.advance(5.0)  # long after it appeared: letters still are text
         await pilot.press(*"y and a d", "p", "n", "backspace")
         await pilot.pause()
@@ -63,14 +56,14 @@ async def test_letters_are_never_an_answer_and_are_kept() -> None:
 
 async def test_a_click_right_as_it_appears_is_ignored() -> None:
     app = Host()
-    async with modal_up(app, (80, 24), open_modal) as (pilot, _modal, task, clock):
-        answer = await check_early_click(pilot, task, clock, "#deny", "#allow-once")
+    async with guarded.modal_up(app, (80, 24), open_modal) as (pilot, _modal, task, clock):
+        answer = await guarded.check_early_click(pilot, task, clock, "#deny", "#allow-once")
         assert answer is Decision.ALLOW_ONCE
 
 
 async def test_the_modal_shows_its_keys() -> None:
     app = Host()
-    async with modal_up(app, (80, 24), open_modal) as (pilot, modal, task, _clock):
+    async with guarded.modal_up(app, (80, 24), open_modal) as (pilot, modal, task, _clock):
         await pilot.pause()
         box = modal.query_one("#approval-box")
         assert box.border_subtitle == KEYS_HINT
@@ -79,10 +72,10 @@ async def test_the_modal_shows_its_keys() -> None:
 
 
 async def test_typing_that_hit_the_modal_lands_back_in_the_prompt_box() -> None:
-    backend = AskingBackend(
+    backend = guarded.AskingBackend(
         lambda approver: approver.decide(SHELL), lambda d: f"decided: {d.value}"
     )
-    await check_typing_lands_back(
+    await guarded.check_typing_lands_back(
         backend, ApprovalModal, (80, 24), "run it", "and then? y",
         f"decided: {Decision.ALLOW_ONCE.value}",
     )  # fmt: skip

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
 from textual.app import App
+from textual.pilot import Pilot
 from textual.widgets import Static
 
 from fusion_tui.chat.events import TextDelta
@@ -21,14 +23,7 @@ from fusion_tui.tui.key_clock import APPROVAL_GRACE_S
 from fusion_tui.tui.screens.failover import KEYS_HINT, FailoverModal
 from fusion_tui.tui.widgets.chat_message import ChatMessage
 from tests.fakes.clock import FakeClock
-from tests.tui.guarded_modal_support import (
-    AskingBackend,
-    check_early_click,
-    check_grace_period,
-    check_typing_lands_back,
-    modal_up,
-    open_guarded,
-)
+from tests.tui import guarded_modal_support as guarded
 from tests.tui.scripted_backend import ScriptedBackend
 
 MOVE = Placement(
@@ -39,11 +34,20 @@ MOVE = Placement(
 
 async def open_dialog(app: App[Any], clock: FakeClock) -> tuple[FailoverModal, asyncio.Task[bool]]:
     approver = TuiApprover(app, clock=clock)
-    return await open_guarded(app, approver.ask_failover(MOVE), FailoverModal, "failover dialog")
+    return await guarded.open_guarded(
+        app, approver.ask_failover(MOVE), FailoverModal, "failover dialog"
+    )
+
+
+def dialog_up(
+    app: App[None],
+) -> AbstractAsyncContextManager[tuple[Pilot[Any], FailoverModal, asyncio.Task[bool], FakeClock]]:
+    """`app` at 100×30 with the failover dialog up (see `guarded.modal_up`)."""
+    return guarded.modal_up(app, (100, 30), open_dialog)
 
 
 async def test_ctrl_y_moves_and_the_cost_and_keys_are_stated() -> None:
-    async with modal_up(App[None](), (100, 30), open_dialog) as (pilot, modal, task, clock):
+    async with dialog_up(App[None]()) as (pilot, modal, task, clock):
         await pilot.pause()
         text = str(modal.query_one("#failover-cost", Static).render())
         assert "1,834 prompt tokens" in text and "gpu-box" in text
@@ -55,7 +59,12 @@ async def test_ctrl_y_moves_and_the_cost_and_keys_are_stated() -> None:
 
 
 async def test_escape_waits() -> None:
-    async with modal_up(App[None](), (100, 30), open_dialog) as (pilot, _modal, task, clock):
+    async with dialog_up(App[None]()) as (
+        pilot,
+        _modal,
+        task,
+        clock,
+    ):
         await pilot.pause()
         clock.advance(APPROVAL_GRACE_S)
         await pilot.press("escape")
@@ -65,7 +74,7 @@ async def test_escape_waits() -> None:
 async def test_letters_never_answer_it_and_are_kept() -> None:
     """The old keys (m moved, w waited) are text now, as every letter is."""
     app = App[None]()
-    async with modal_up(app, (100, 30), open_dialog) as (pilot, modal, task, clock):
+    async with dialog_up(app) as (pilot, modal, task, clock):
         await pilot.pause()
         clock.advance(5.0)  # long after it appeared: letters still are text
         await pilot.press(*"mwy more", "x", "backspace")
@@ -81,24 +90,29 @@ async def test_letters_never_answer_it_and_are_kept() -> None:
 
 async def test_keys_within_the_grace_period_decide_nothing() -> None:
     app = App[None]()
-    async with modal_up(app, (100, 30), open_dialog) as (pilot, modal, task, clock):
+    async with dialog_up(app) as (pilot, modal, task, clock):
         # Tab moves the focus (never typing): Wait → Move
-        answer = await check_grace_period(
+        answer = await guarded.check_grace_period(
             pilot, app, modal, task, clock, ("ctrl+y", "enter", "escape"), ("tab", "enter")
         )
         assert answer is True
 
 
 async def test_a_click_right_as_it_appears_is_ignored() -> None:
-    async with modal_up(App[None](), (100, 30), open_dialog) as (pilot, _modal, task, clock):
-        answer = await check_early_click(pilot, task, clock, "#move", "#wait")
+    async with dialog_up(App[None]()) as (
+        pilot,
+        _modal,
+        task,
+        clock,
+    ):
+        answer = await guarded.check_early_click(pilot, task, clock, "#move", "#wait")
         assert answer is False
 
 
 async def test_typing_that_hit_the_dialog_lands_back_in_the_prompt_box() -> None:
     """The endpoint went away halfway through the turn: it asks whether to move, as chat does."""
-    backend = AskingBackend(lambda a: a.ask_failover(MOVE), lambda m: f"moved: {m}")
-    await check_typing_lands_back(
+    backend = guarded.AskingBackend(lambda a: a.ask_failover(MOVE), lambda m: f"moved: {m}")
+    await guarded.check_typing_lands_back(
         backend, FailoverModal, (100, 30), "go on", "make it mw", "moved: True"
     )
 
