@@ -24,7 +24,9 @@ def remote() -> Iterator[FakeLlamaServer]:
         yield srv
 
 
-def configure(app_home: AppPaths, binary: Path, model: Path, remote: FakeLlamaServer) -> None:
+def configure(app_home: AppPaths, tmp_path: Path, binary: Path, remote: FakeLlamaServer) -> None:
+    """The managed server (`binary`, a minimal model below `tmp_path`) and the remote endpoint."""
+    model = minimal_model(tmp_path / "models" / "tiny.gguf")
     app_home.config_dir.mkdir(parents=True, exist_ok=True)
     app_home.config_file.write_text(
         f"version: 3\nlocalModels:\n  model: {model}\n  managed:\n    parallel: 2\n"
@@ -40,8 +42,7 @@ def test_chat_falls_back_to_the_remote_endpoint_when_the_managed_server_crashes(
     remote: FakeLlamaServer,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    model = minimal_model(tmp_path / "models" / "tiny.gguf")
-    configure(app_home, fake_binary(tmp_path / "bin", "sigsegv"), model, remote)
+    configure(app_home, tmp_path, fake_binary(tmp_path / "bin", "sigsegv"), remote)
     code, out, err = call_cli(capsys, "chat", "hello", "--json")
     assert code == 0, err
     said = [ln for ln in err.splitlines() if "did not start" in ln]
@@ -60,8 +61,7 @@ def test_run_falls_back_when_the_binary_is_missing(
     remote: FakeLlamaServer,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    model = minimal_model(tmp_path / "models" / "tiny.gguf")
-    configure(app_home, tmp_path / "no-such" / "llama-server", model, remote)
+    configure(app_home, tmp_path, tmp_path / "no-such" / "llama-server", remote)
     ws = tmp_path / "ws"
     ws.mkdir()
     finish = json.dumps({"tool": "finish", "args": {"summary": "done"}})
@@ -79,8 +79,7 @@ def test_without_a_remote_endpoint_serving_the_model_the_start_fails_as_before(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     with FakeLlamaServer(total_slots=2, model_path="/srv/models/other.gguf") as other:
-        model = minimal_model(tmp_path / "models" / "tiny.gguf")
-        configure(app_home, tmp_path / "no-such" / "llama-server", model, other)
+        configure(app_home, tmp_path, tmp_path / "no-such" / "llama-server", other)
         code, out, err = call_cli(capsys, "chat", "keep me", "--json")
         completions = [r for r in other.requests if r.path.startswith("/completion")]
     assert code == 1 and "did not start" not in err and completions == []
