@@ -45,6 +45,14 @@ async def backend_for(settings: Settings, paths: AppPaths, **kw: object) -> Fake
     return backend
 
 
+async def started(
+    two: tuple[FakeLlamaServer, FakeLlamaServer], paths: AppPaths
+) -> tuple[FakeLlamaServer, FakeLlamaServer, FakeChatBackend]:
+    """The servers alpha and beta, and a chat backend over them, started."""
+    a, b = two
+    return a, b, await backend_for(settings_for(a, b), paths)
+
+
 def done(events: Sequence[object]) -> ReplyDone:
     last = events[-1]
     assert isinstance(last, ReplyDone)
@@ -54,8 +62,7 @@ def done(events: Sequence[object]) -> ReplyDone:
 async def test_a_session_stays_on_its_endpoint_and_slot_and_records_the_label(
     two: tuple[FakeLlamaServer, FakeLlamaServer], paths: AppPaths
 ) -> None:
-    a, b = two
-    backend = await backend_for(settings_for(a, b), paths)
+    a, b, backend = await started(two, paths)
     first = await turn(backend, "hello")
     second = await turn(backend, "again")
     await backend.close()
@@ -91,8 +98,7 @@ async def test_a_resumed_session_goes_back_to_its_endpoint(
 async def test_an_endpoint_that_goes_away_moves_the_session_with_the_stated_cost(
     two: tuple[FakeLlamaServer, FakeLlamaServer], paths: AppPaths
 ) -> None:
-    a, b = two
-    backend = await backend_for(settings_for(a, b), paths)
+    a, _b, backend = await started(two, paths)
     await turn(backend, "hello")
     assert backend.session.pinned_endpoint == "alpha"
     prompt = backend.session.requests[-1].prompt_n + backend.session.requests[-1].cache_n
@@ -113,8 +119,7 @@ async def test_an_endpoint_that_goes_away_moves_the_session_with_the_stated_cost
 async def test_waiting_instead_of_moving_keeps_what_the_user_wrote(
     two: tuple[FakeLlamaServer, FakeLlamaServer], paths: AppPaths
 ) -> None:
-    a, b = two
-    backend = await backend_for(settings_for(a, b), paths)
+    a, b, backend = await started(two, paths)
     asked, backend.ask_failover = failover_answer(False)
     await turn(backend, "hello")
     a.stop()
@@ -130,8 +135,7 @@ async def test_waiting_instead_of_moving_keeps_what_the_user_wrote(
 async def test_a_kept_pin_asks_only_its_own_endpoint_before_a_turn(
     two: tuple[FakeLlamaServer, FakeLlamaServer], paths: AppPaths
 ) -> None:
-    a, b = two
-    backend = await backend_for(settings_for(a, b), paths)
+    _a, b, backend = await started(two, paths)
     await turn(backend, "hello")
     before = len(b.requests)
     events = await turn(backend, "again")
@@ -143,8 +147,7 @@ async def test_a_kept_pin_asks_only_its_own_endpoint_before_a_turn(
 async def test_a_pinned_slot_another_client_keeps_busy_is_left_and_the_turn_says_so(
     two: tuple[FakeLlamaServer, FakeLlamaServer], paths: AppPaths
 ) -> None:
-    a, b = two
-    backend = await backend_for(settings_for(a, b), paths)
+    a, _b, backend = await started(two, paths)
     await turn(backend, "hello")
     mine = backend.session.pinned_slot
     assert mine is not None
@@ -166,8 +169,7 @@ async def test_a_server_killed_mid_answer_is_asked_about_then_the_turn_is_sent_a
     from fusion_tui.chat.events import AnswerRestarted, EndpointMoved
     from tests.fakes.fake_server import Reply
 
-    a, b = two
-    backend = await backend_for(settings_for(a, b), paths)
+    a, b, backend = await started(two, paths)
     asked, backend.ask_failover = failover_answer(True)
     await turn(backend, "hello")
     a.script(Reply(text=["Lost", " half", " of", " it"], disconnect_after=2, then_die=True))
@@ -185,8 +187,7 @@ async def test_a_server_killed_mid_answer_is_asked_about_then_the_turn_is_sent_a
 async def test_stop_server_on_a_remote_endpoint_says_what_it_did_and_keeps_the_session_there(
     two: tuple[FakeLlamaServer, FakeLlamaServer], paths: AppPaths
 ) -> None:
-    a, b = two
-    backend = await backend_for(settings_for(a, b), paths)
+    _a, _b, backend = await started(two, paths)
     await turn(backend, "hello")
     said = await backend.stop_server()
     events = await turn(backend, "still here?")
