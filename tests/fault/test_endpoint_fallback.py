@@ -8,15 +8,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from fusion_tui import cli
 from fusion_tui.paths import AppPaths
 from fusion_tui.sessions.store import SessionStore
 from tests.fakes.crash_binaries import fake_binary, minimal_model
 from tests.fakes.fake_server import FakeLlamaServer, Reply
+from tests.unit.cli_support import call_cli, json_lines
 
 
 @pytest.fixture
@@ -25,7 +24,9 @@ def remote() -> Iterator[FakeLlamaServer]:
         yield srv
 
 
-def configure(app_home: AppPaths, binary: Path, model: Path, remote: FakeLlamaServer) -> None:
+def configure(app_home: AppPaths, tmp_path: Path, binary: Path, remote: FakeLlamaServer) -> None:
+    """The managed server (`binary`, a minimal model below `tmp_path`) and the remote endpoint."""
+    model = minimal_model(tmp_path / "models" / "tiny.gguf")
     app_home.config_dir.mkdir(parents=True, exist_ok=True)
     app_home.config_file.write_text(
         f"version: 3\nlocalModels:\n  model: {model}\n  managed:\n    parallel: 2\n"
@@ -35,33 +36,22 @@ def configure(app_home: AppPaths, binary: Path, model: Path, remote: FakeLlamaSe
     )
 
 
-def main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def lines(out: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in out.splitlines()]
-
-
 def test_chat_falls_back_to_the_remote_endpoint_when_the_managed_server_crashes(
     app_home: AppPaths,
     tmp_path: Path,
     remote: FakeLlamaServer,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    model = minimal_model(tmp_path / "models" / "tiny.gguf")
-    configure(app_home, fake_binary(tmp_path / "bin", "sigsegv"), model, remote)
-    code, out, err = main(capsys, "chat", "hello", "--json")
+    configure(app_home, tmp_path, fake_binary(tmp_path / "bin", "sigsegv"), remote)
+    code, out, err = call_cli(capsys, "chat", "hello", "--json")
     assert code == 0, err
     said = [ln for ln in err.splitlines() if "did not start" in ln]
     assert len(said) == 1, err
     assert said[0].startswith("fusion-tui chat: the managed llama-server did not start (")
     assert said[0].endswith("using gpu-box instead, a remote endpoint serving tiny")
-    request = next(e for e in lines(out) if e["event"] == "request")
+    request = next(e for e in json_lines(out) if e["event"] == "request")
     assert request["endpoint"] == "gpu-box"
-    saved = SessionStore.default(app_home).load(lines(out)[-1]["session"])
+    saved = SessionStore.default(app_home).load(json_lines(out)[-1]["session"])
     assert saved.pinned_endpoint == "gpu-box"
 
 
@@ -71,17 +61,16 @@ def test_run_falls_back_when_the_binary_is_missing(
     remote: FakeLlamaServer,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    model = minimal_model(tmp_path / "models" / "tiny.gguf")
-    configure(app_home, tmp_path / "no-such" / "llama-server", model, remote)
+    configure(app_home, tmp_path, tmp_path / "no-such" / "llama-server", remote)
     ws = tmp_path / "ws"
     ws.mkdir()
     finish = json.dumps({"tool": "finish", "args": {"summary": "done"}})
     remote.script(Reply(text=[finish]))
-    code, out, err = main(capsys, "run", "say done", "--workspace", str(ws), "--json")
+    code, out, err = call_cli(capsys, "run", "say done", "--workspace", str(ws), "--json")
     assert code == 0, err
     assert "fusion-tui run: the managed llama-server did not start (" in err
     assert "using gpu-box instead" in err
-    assert [e["endpoint"] for e in lines(out) if e["event"] == "request"] == ["gpu-box"]
+    assert [e["endpoint"] for e in json_lines(out) if e["event"] == "request"] == ["gpu-box"]
 
 
 def test_without_a_remote_endpoint_serving_the_model_the_start_fails_as_before(
@@ -90,11 +79,10 @@ def test_without_a_remote_endpoint_serving_the_model_the_start_fails_as_before(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     with FakeLlamaServer(total_slots=2, model_path="/srv/models/other.gguf") as other:
-        model = minimal_model(tmp_path / "models" / "tiny.gguf")
-        configure(app_home, tmp_path / "no-such" / "llama-server", model, other)
-        code, out, err = main(capsys, "chat", "keep me", "--json")
+        configure(app_home, tmp_path, tmp_path / "no-such" / "llama-server", other)
+        code, out, err = call_cli(capsys, "chat", "keep me", "--json")
         completions = [r for r in other.requests if r.path.startswith("/completion")]
     assert code == 1 and "did not start" not in err and completions == []
-    assert lines(out)[-1]["outcome"] == "error"
-    saved = SessionStore.default(app_home).load(lines(out)[-1]["session"])
+    assert json_lines(out)[-1]["outcome"] == "error"
+    saved = SessionStore.default(app_home).load(json_lines(out)[-1]["session"])
     assert [m.content for m in saved.messages if m.role == "user"] == ["keep me"]

@@ -45,6 +45,24 @@ async def until(pilot: Any, check: Any, what: str, tries: int = 400) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
+async def first_request(
+    pilot: Any, main: MainScreen, backend: LocalBackend | AgentBackend, text: str
+) -> tuple[PromptInput, FakeClock]:
+    """Once the first start is ready and its probe passed, type `text` and send it (the prompt
+    box on a fake key clock): the prompt box and that clock."""
+    await until(pilot, lambda: main.server_status.state == "ready", "the first start")
+    conn = backend.conn
+    assert conn is not None and conn.probe_pending is not None
+    await asyncio.wait_for(conn.probe_pending, 30)  # the probe passes
+    clock = FakeClock()
+    prompt = main.query_one(PromptInput)
+    prompt.key_clock = KeyClock(clock)
+    await pilot.press(*text)
+    clock.advance(1.0)
+    await pilot.press("enter")
+    return prompt, clock
+
+
 def settings(binary: Path, model: Path) -> Settings:
     return replace(settings_for(binary, model), ui=UISettings(cursor_blink=False))
 
@@ -60,16 +78,7 @@ async def test_a_sigill_at_the_first_request_relaunches_with_repacking_off_and_k
         async with app.run_test(size=(80, 24)) as pilot:
             main = app.screen
             assert isinstance(main, MainScreen)
-            await until(pilot, lambda: main.server_status.state == "ready", "the first start")
-            conn = backend.conn
-            assert conn is not None and conn.probe_pending is not None
-            await asyncio.wait_for(conn.probe_pending, 30)  # the probe passes
-            clock = FakeClock()
-            prompt = main.query_one(PromptInput)
-            prompt.key_clock = KeyClock(clock)
-            await pilot.press(*"hello there")
-            clock.advance(1.0)
-            await pilot.press("enter")
+            prompt, clock = await first_request(pilot, main, backend, "hello there")
             await until(pilot, lambda: len(repack_flags(binary)) == 2, "the relaunch")
             await until(
                 pilot,
@@ -130,15 +139,7 @@ async def test_agent_mode_recovers_a_first_request_sigill_the_same_way(
         async with app.run_test(size=(80, 24)) as pilot:
             main = app.screen
             assert isinstance(main, MainScreen)
-            await until(pilot, lambda: main.server_status.state == "ready", "the first start")
-            assert backend.conn is not None and backend.conn.probe_pending is not None
-            await asyncio.wait_for(backend.conn.probe_pending, 30)
-            clock = FakeClock()
-            prompt = main.query_one(PromptInput)
-            prompt.key_clock = KeyClock(clock)
-            await pilot.press(*"list the files")
-            clock.advance(1.0)
-            await pilot.press("enter")
+            prompt, _clock = await first_request(pilot, main, backend, "list the files")
             await until(
                 pilot,
                 lambda: (

@@ -22,8 +22,9 @@ class RemoteSession(ScriptedBackend):
         return SAID
 
 
-async def test_stop_server_on_a_remote_endpoint_says_what_it_did() -> None:
-    backend = RemoteSession()
+async def stop_server(backend: ScriptedBackend) -> tuple[list[str], str]:
+    """Stop server in the app over `backend`: what it said (its notifications) and the status
+    line's server state afterwards."""
     app = build_app(Settings(), backend)
     said: list[str] = []
     async with app.run_test(size=(80, 24)) as pilot:
@@ -31,21 +32,20 @@ async def test_stop_server_on_a_remote_endpoint_says_what_it_did() -> None:
         app.notify = lambda message, **_: said.append(message)  # type: ignore[method-assign]
         await app.run_action("stop_server")
         await pilot.pause()
-        assert backend.stopped and said == [SAID]
-        assert app.screen.query_one(StatusLine).server.state == "ready"
+        return said, app.screen.query_one(StatusLine).server.state
+
+
+async def test_stop_server_on_a_remote_endpoint_says_what_it_did() -> None:
+    backend = RemoteSession()
+    said, state = await stop_server(backend)
+    assert backend.stopped and said == [SAID]
+    assert state == "ready"
 
 
 async def test_stop_server_on_the_managed_server_still_says_stopped() -> None:
-    backend = ScriptedBackend()
-    app = build_app(Settings(), backend)
-    said: list[str] = []
-    async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
-        app.notify = lambda message, **_: said.append(message)  # type: ignore[method-assign]
-        await app.run_action("stop_server")
-        await pilot.pause()
-        assert said == ["The managed llama-server was stopped."]
-        assert app.screen.query_one(StatusLine).server.state == "stopped"
+    said, state = await stop_server(ScriptedBackend())
+    assert said == ["The managed llama-server was stopped."]
+    assert state == "stopped"
 
 
 async def test_a_start_that_fell_back_to_a_remote_endpoint_says_so_in_the_chat() -> None:

@@ -3,29 +3,27 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
 from textual.app import App
+from textual.pilot import Pilot
 from textual.widgets import Static
 
-from fusion_tui.chat.events import ReplyDone, ReplyEvent, TextDelta
+from fusion_tui.chat.events import TextDelta
 from fusion_tui.chat.factory import make_backend
 from fusion_tui.chat.local import LocalBackend
 from fusion_tui.config import Settings
-from fusion_tui.config.settings import UISettings
 from fusion_tui.endpoints.placement import Placement
 from fusion_tui.paths import AppPaths
 from fusion_tui.tui.app import build_app
 from fusion_tui.tui.approver import TuiApprover
 from fusion_tui.tui.key_clock import APPROVAL_GRACE_S
 from fusion_tui.tui.screens.failover import KEYS_HINT, FailoverModal
-from fusion_tui.tui.screens.main import MainScreen
 from fusion_tui.tui.widgets.chat_message import ChatMessage
-from fusion_tui.tui.widgets.prompt_input import PromptInput
 from tests.fakes.clock import FakeClock
-from tests.tui.keys_support import burst
+from tests.tui import guarded_modal_support as guarded
 from tests.tui.scripted_backend import ScriptedBackend
 
 MOVE = Placement(
@@ -35,18 +33,21 @@ MOVE = Placement(
 
 
 async def open_dialog(app: App[Any], clock: FakeClock) -> tuple[FailoverModal, asyncio.Task[bool]]:
-    task = asyncio.create_task(TuiApprover(app, clock=clock).ask_failover(MOVE))
-    for _ in range(50):
-        await asyncio.sleep(0)
-        if isinstance(app.screen, FailoverModal):
-            return app.screen, task
-    raise AssertionError("the failover dialog never appeared")
+    approver = TuiApprover(app, clock=clock)
+    return await guarded.open_guarded(
+        app, approver.ask_failover(MOVE), FailoverModal, "failover dialog"
+    )
+
+
+def dialog_up(
+    app: App[None],
+) -> AbstractAsyncContextManager[tuple[Pilot[Any], FailoverModal, asyncio.Task[bool], FakeClock]]:
+    """`app` at 100×30 with the failover dialog up (see `guarded.modal_up`)."""
+    return guarded.modal_up(app, (100, 30), open_dialog)
 
 
 async def test_ctrl_y_moves_and_the_cost_and_keys_are_stated() -> None:
-    app, clock = App[None](), FakeClock()
-    async with app.run_test(size=(100, 30)) as pilot:
-        modal, task = await open_dialog(app, clock)
+    async with dialog_up(App[None]()) as (pilot, modal, task, clock):
         await pilot.pause()
         text = str(modal.query_one("#failover-cost", Static).render())
         assert "1,834 prompt tokens" in text and "gpu-box" in text
@@ -58,9 +59,12 @@ async def test_ctrl_y_moves_and_the_cost_and_keys_are_stated() -> None:
 
 
 async def test_escape_waits() -> None:
-    app, clock = App[None](), FakeClock()
-    async with app.run_test(size=(100, 30)) as pilot:
-        _modal, task = await open_dialog(app, clock)
+    async with dialog_up(App[None]()) as (
+        pilot,
+        _modal,
+        task,
+        clock,
+    ):
         await pilot.pause()
         clock.advance(APPROVAL_GRACE_S)
         await pilot.press("escape")
@@ -69,9 +73,8 @@ async def test_escape_waits() -> None:
 
 async def test_letters_never_answer_it_and_are_kept() -> None:
     """The old keys (m moved, w waited) are text now, as every letter is."""
-    app, clock = App[None](), FakeClock()
-    async with app.run_test(size=(100, 30)) as pilot:
-        modal, task = await open_dialog(app, clock)
+    app = App[None]()
+    async with dialog_up(app) as (pilot, modal, task, clock):
         await pilot.pause()
         clock.advance(5.0)  # long after it appeared: letters still are text
         await pilot.press(*"mwy more", "x", "backspace")
@@ -86,76 +89,32 @@ async def test_letters_never_answer_it_and_are_kept() -> None:
 
 
 async def test_keys_within_the_grace_period_decide_nothing() -> None:
-    app, clock = App[None](), FakeClock()
-    async with app.run_test(size=(100, 30)) as pilot:
-        modal, task = await open_dialog(app, clock)
-        await pilot.pause()
-        clock.advance(0.1)
-        await pilot.press("ctrl+y", "enter", "escape")  # still on their way from the prompt
-        await pilot.pause()
-        assert not task.done() and app.screen is modal
-        clock.advance(APPROVAL_GRACE_S - 0.05)  # up long enough, but the keys were not quiet
-        await pilot.press("ctrl+y")
-        await pilot.pause()
-        assert not task.done()
-        clock.advance(APPROVAL_GRACE_S)
-        await pilot.press("tab", "enter")  # Tab moves the focus (never typing): Wait → Move
-        assert await asyncio.wait_for(task, 5) is True
+    app = App[None]()
+    async with dialog_up(app) as (pilot, modal, task, clock):
+        # Tab moves the focus (never typing): Wait → Move
+        answer = await guarded.check_grace_period(
+            pilot, app, modal, task, clock, ("ctrl+y", "enter", "escape"), ("tab", "enter")
+        )
+        assert answer is True
 
 
 async def test_a_click_right_as_it_appears_is_ignored() -> None:
-    app, clock = App[None](), FakeClock()
-    async with app.run_test(size=(100, 30)) as pilot:
-        _modal, task = await open_dialog(app, clock)
-        await pilot.pause()
-        await pilot.click("#move")
-        await pilot.pause()
-        assert not task.done()
-        clock.advance(APPROVAL_GRACE_S)
-        await pilot.click("#wait")
-        assert await asyncio.wait_for(task, 5) is False
-
-
-class FailingOverBackend(ScriptedBackend):
-    """A turn whose endpoint went away halfway: it asks whether to move, as the chat does."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.approver: TuiApprover | None = None
-
-    async def reply(self, text: str) -> AsyncGenerator[ReplyEvent, None]:
-        self.sent.append(text)
-        assert self.approver is not None
-        moved = await self.approver.ask_failover(MOVE)
-        yield TextDelta(f"moved: {moved}")
-        yield ReplyDone("completed")
+    async with dialog_up(App[None]()) as (
+        pilot,
+        _modal,
+        task,
+        clock,
+    ):
+        answer = await guarded.check_early_click(pilot, task, clock, "#move", "#wait")
+        assert answer is False
 
 
 async def test_typing_that_hit_the_dialog_lands_back_in_the_prompt_box() -> None:
-    backend, clock = FailingOverBackend(), FakeClock()
-    app = build_app(Settings(ui=UISettings(cursor_blink=False)), backend)
-    app.approver.clock = clock
-    backend.approver = app.approver
-    async with app.run_test(size=(100, 30)) as pilot:
-        await app.screen.workers.wait_for_complete()
-        await pilot.press(*"go on", "enter")
-        for _ in range(100):
-            if isinstance(app.screen, FailoverModal):
-                break
-            await pilot.pause(0.01)
-        assert isinstance(app.screen, FailoverModal)
-        burst(app, "make it mw\r")  # the user kept typing the next message, Enter and all
-        await pilot.pause()
-        assert isinstance(app.screen, FailoverModal)
-        clock.advance(1.0)
-        await pilot.press("ctrl+y")
-        main = next(s for s in app.screen_stack if isinstance(s, MainScreen))
-        await main.workers.wait_for_complete()
-        await pilot.pause()
-        assert app.screen is main
-        assert main.query_one(PromptInput).text == "make it mw"
-        assert [m.text for m in main.query(ChatMessage)][-1] == "moved: True"
-        assert backend.sent == ["go on"]
+    """The endpoint went away halfway through the turn: it asks whether to move, as chat does."""
+    backend = guarded.AskingBackend(lambda a: a.ask_failover(MOVE), lambda m: f"moved: {m}")
+    await guarded.check_typing_lands_back(
+        backend, FailoverModal, (100, 30), "go on", "make it mw", "moved: True"
+    )
 
 
 def test_the_factory_hands_the_tuis_question_to_the_chat(tmp_path: Path) -> None:
@@ -169,10 +128,7 @@ def test_the_factory_hands_the_tuis_question_to_the_chat(tmp_path: Path) -> None
 
 
 async def test_a_broken_answer_sent_again_elsewhere_replaces_the_partial_one_in_the_chat() -> None:
-    from fusion_tui.chat.events import AnswerRestarted, TextDelta
-    from fusion_tui.tui.app import build_app
-    from fusion_tui.tui.widgets.chat_message import ChatMessage
-    from tests.tui.scripted_backend import ScriptedBackend
+    from fusion_tui.chat.events import AnswerRestarted
 
     restart = AnswerRestarted("the answer broke off; sending the turn again on gpu-box")
 

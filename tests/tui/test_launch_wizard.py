@@ -155,6 +155,23 @@ async def settle(pilot: Any) -> None:
         await pilot.pause()
 
 
+async def model_chosen(pilot: Any, model: Path) -> LaunchWizard:
+    """The host's wizard, settled, with `model` chosen (on to the plan) and settled again."""
+    await settle(pilot)
+    wizard: LaunchWizard = pilot.app.wizard
+    wizard.choose_model(model)
+    await settle(pilot)
+    return wizard
+
+
+async def launched(pilot: Any, model: Path) -> LaunchWizard:
+    """`model_chosen`, then the launch started and settled."""
+    wizard = await model_chosen(pilot, model)
+    wizard.start_launch()
+    await settle(pilot)
+    return wizard
+
+
 def text_of(wizard: LaunchWizard, selector: str) -> str:
     if selector == "#plan-table":
         return "\n".join(f"{row.label}  {row.value}" for row in wizard.rows)
@@ -242,10 +259,7 @@ async def test_picking_the_demo_shows_facts_and_verdicts(demo_model: Path) -> No
 async def test_changing_the_slot_count_refits_live(demo_model: Path) -> None:
     app = WizardHost(make_wizard(demo=demo_model))
     async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
-        wizard = app.wizard
-        wizard.choose_model(demo_model)
-        await settle(pilot)
+        wizard = await model_chosen(pilot, demo_model)
         slots = wizard.query_one("#slots", Input)
         assert app.focused is slots
         await pilot.press("end", "backspace", "8")
@@ -293,10 +307,7 @@ async def test_launch_reports_stages_then_the_ready_line(tmp_path: Path, demo_mo
     registry = ModelsRegistry(tmp_path / "models.json", clock=lambda: 5.0)
     app = WizardHost(make_wizard(launcher=launcher, demo=demo_model, registry=registry))
     async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
-        wizard = app.wizard
-        wizard.choose_model(demo_model)
-        await settle(pilot)
+        wizard = await model_chosen(pilot, demo_model)
         wizard.query_one("#slots", Input).value = "2"
         await settle(pilot)
         await pilot.press("enter")  # submit the slot count = Launch
@@ -326,12 +337,7 @@ async def test_a_failed_launch_shows_the_log_tail_and_can_go_back(demo_model: Pa
     launcher = FakeLauncher(stages=STAGES[:3], error=error)
     app = WizardHost(make_wizard(launcher=launcher, demo=demo_model))
     async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
-        wizard = app.wizard
-        wizard.choose_model(demo_model)
-        await settle(pilot)
-        wizard.start_launch()
-        await settle(pilot)
+        wizard = await launched(pilot, demo_model)
         assert wizard.launch_state == "failed" and app.screen is wizard
         assert text_of(wizard, "#launch-result") == (
             "The launch failed: llama-server exited while starting (exit code 1)"
@@ -349,10 +355,7 @@ async def test_escape_while_launching_cancels_the_launch(demo_model: Path) -> No
     launcher = FakeLauncher(stages=STAGES[:3], hold=True)
     app = WizardHost(make_wizard(launcher=launcher, demo=demo_model))
     async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
-        wizard = app.wizard
-        wizard.choose_model(demo_model)
-        await settle(pilot)
+        wizard = await model_chosen(pilot, demo_model)
         wizard.start_launch()
         await pilot.pause()
         assert wizard.launch_state == "launching"

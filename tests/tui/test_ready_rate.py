@@ -3,9 +3,13 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+
+from textual.pilot import Pilot
 
 from fusion_tui.config import Settings
 from fusion_tui.config.settings import UISettings
@@ -16,7 +20,7 @@ from fusion_tui.tui.app import build_app
 from fusion_tui.tui.screens.main import MainScreen
 from fusion_tui.tui.widgets.status_line import StatusLine
 from tests.tui.scripted_backend import READY, ScriptedBackend, StatusCallback
-from tests.tui.test_launch_wizard import FakeLauncher, WizardHost, make_wizard, settle, text_of
+from tests.tui.test_launch_wizard import FakeLauncher, WizardHost, launched, make_wizard, text_of
 
 MEASURING = replace(READY, tok_s=None, detail="measuring throughput")
 MEASURED = replace(READY, tok_s=42.0)
@@ -34,16 +38,23 @@ class ProbeLater(ScriptedBackend):
         return await super().start(report)
 
 
-def toasts(app: Any) -> list[tuple[str, str]]:
-    return [(n.title, n.message) for n in app._notifications]
-
-
-async def test_the_ready_toast_is_shown_again_with_the_rate_when_the_probe_lands() -> None:
+@asynccontextmanager
+async def shown_ready() -> AsyncIterator[tuple[ProbeLater, Any, Pilot[Any]]]:
+    """The app over a `ProbeLater` backend, its start done: ready, the probe not landed yet."""
     backend = ProbeLater()
     app = build_app(Settings(ui=UISettings(cursor_blink=False)), backend)
     async with app.run_test(size=(80, 24)) as pilot:
         await app.screen.workers.wait_for_complete()
         await pilot.pause()
+        yield backend, app, pilot
+
+
+def toasts(app: Any) -> list[tuple[str, str]]:
+    return [(n.title, n.message) for n in app._notifications]
+
+
+async def test_the_ready_toast_is_shown_again_with_the_rate_when_the_probe_lands() -> None:
+    async with shown_ready() as (backend, app, pilot):
         assert toasts(app) == [("Server ready", "SmolLM2-135M-Instruct · 4 slots × 4096 ctx")]
         assert backend.report is not None
         backend.report(MEASURED)
@@ -57,11 +68,7 @@ async def test_the_ready_toast_is_shown_again_with_the_rate_when_the_probe_lands
 
 
 async def test_a_rate_landing_after_the_toast_went_gets_its_own_toast() -> None:
-    backend = ProbeLater()
-    app = build_app(Settings(ui=UISettings(cursor_blink=False)), backend)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await app.screen.workers.wait_for_complete()
-        await pilot.pause()
+    async with shown_ready() as (backend, app, pilot):
         main = app.screen
         assert isinstance(main, MainScreen) and main.ready_toast.shown is not None
         main.ready_toast.shown.raised_at -= 3600  # long gone
@@ -94,12 +101,7 @@ async def test_the_wizard_ready_line_gains_the_rate_when_the_probe_lands(
     launcher = LauncherProbingLater(tok_s=95.0)
     app = WizardHost(make_wizard(launcher=launcher, demo=demo_model))
     async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
-        wizard = app.wizard
-        wizard.choose_model(demo_model)
-        await settle(pilot)
-        wizard.start_launch()
-        await settle(pilot)
+        wizard = await launched(pilot, demo_model)
         first = text_of(wizard, "#launch-result").splitlines()[0]
         assert first.startswith("ready · SmolLM2-135M-Instruct · ") and "tok/s" not in first
         assert launcher.conn is not None and launcher.say is not None

@@ -31,6 +31,11 @@ def json_lines(out: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in out.splitlines()]
 
 
+def request_events(out: str) -> list[dict[str, Any]]:
+    """The `request` events of `--json` output."""
+    return [e for e in json_lines(out) if e["event"] == "request"]
+
+
 def workspace(tmp_path: Path, files: dict[str, str]) -> Path:
     """A workspace folder `tmp_path/ws` holding `files` (name → text)."""
     root = tmp_path / "ws"

@@ -4,35 +4,22 @@ away the next turn moves, says so in the chat and marks the request with `moved_
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from fusion_tui.chat.agent_backend import AgentBackend
 from fusion_tui.chat.events import Notice, ReplyDone
 from fusion_tui.config import Settings
-from fusion_tui.config.settings import EndpointSettings, ServerSettings
 from fusion_tui.paths import AppPaths
-from tests.fakes.fake_server import FakeLlamaServer, Reply
+from tests.unit.cli_support import act
+from tests.unit.endpoint_support import alpha_beta, two_servers
 
 
-def act(tool: str, **args: Any) -> Reply:
-    return Reply(text=[json.dumps({"tool": tool, "args": args})], prompt_seconds=0.01)
-
-
-async def test_agent_turns_stay_on_their_endpoint_and_move_when_it_goes(tmp_path: Path) -> None:
-    paths = AppPaths(tmp_path / "c", tmp_path / "d", tmp_path / "s", tmp_path / "l")
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    with (
-        FakeLlamaServer(total_slots=2, n_ctx=8192) as a,
-        FakeLlamaServer(total_slots=2, n_ctx=8192) as b,
-    ):
-        eps = (
-            EndpointSettings(url=a.url, label="alpha"),
-            EndpointSettings(url=b.url, label="beta"),
-        )
-        backend = AgentBackend(Settings(server=ServerSettings(endpoints=eps)), paths, ws)
+async def test_agent_turns_stay_on_their_endpoint_and_move_when_it_goes(
+    paths: AppPaths, ws: Path
+) -> None:
+    with two_servers(8192) as (a, b):
+        backend = AgentBackend(Settings(server=alpha_beta(a, b)), paths, ws)
         await backend.start(lambda _s: None)
         try:
             a.script(act("finish", summary="done here"))
@@ -73,22 +60,12 @@ class AskingApprover:
 
 
 async def test_in_the_tui_agent_mode_asks_before_moving_and_waiting_keeps_the_words(
-    tmp_path: Path,
+    paths: AppPaths, ws: Path
 ) -> None:
     from fusion_tui.sessions.store import SessionStore
 
-    paths = AppPaths(tmp_path / "c", tmp_path / "d", tmp_path / "s", tmp_path / "l")
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    with (
-        FakeLlamaServer(total_slots=2, n_ctx=8192) as a,
-        FakeLlamaServer(total_slots=2, n_ctx=8192) as b,
-    ):
-        eps = (
-            EndpointSettings(url=a.url, label="alpha"),
-            EndpointSettings(url=b.url, label="beta"),
-        )
-        settings = Settings(server=ServerSettings(endpoints=eps))
+    with two_servers(8192) as (a, b):
+        settings = Settings(server=alpha_beta(a, b))
         approver = AskingApprover(False, True)
         backend = AgentBackend(settings, paths, ws, approver=approver)
         await backend.start(lambda _s: None)
@@ -116,22 +93,12 @@ async def test_in_the_tui_agent_mode_asks_before_moving_and_waiting_keeps_the_wo
 
 
 async def test_a_resumed_agent_session_whose_endpoint_is_gone_is_asked_about_on_its_turn(
-    tmp_path: Path,
+    paths: AppPaths, ws: Path
 ) -> None:
     from fusion_tui.sessions.store import SessionStore
 
-    paths = AppPaths(tmp_path / "c", tmp_path / "d", tmp_path / "s", tmp_path / "l")
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    with (
-        FakeLlamaServer(total_slots=2, n_ctx=8192) as a,
-        FakeLlamaServer(total_slots=2, n_ctx=8192) as b,
-    ):
-        eps = (
-            EndpointSettings(url=a.url, label="alpha"),
-            EndpointSettings(url=b.url, label="beta"),
-        )
-        settings = Settings(server=ServerSettings(endpoints=eps))
+    with two_servers(8192) as (a, b):
+        settings = Settings(server=alpha_beta(a, b))
         first = AgentBackend(settings, paths, ws)
         await first.start(lambda _s: None)
         a.script(act("finish", summary="done here"))

@@ -22,6 +22,7 @@ from fusion_tui.runtime import Connection
 from fusion_tui.server.errors import ServerError
 from fusion_tui.sessions.store import SessionStore
 from tests.fakes.fake_server import FakeLlamaServer, Reply
+from tests.unit.endpoint_support import alpha_beta, two_servers
 from tests.unit.local_fake import DiskFake, connector_for, fast_settings
 
 
@@ -47,17 +48,6 @@ def daemon(monkeypatch: pytest.MonkeyPatch) -> RecordingDaemon:
     fake = RecordingDaemon()
     monkeypatch.setattr(server_stop, "make_daemon", lambda _s, _p: fake)
     return fake
-
-
-@pytest.fixture
-def paths(tmp_path: Path) -> AppPaths:
-    return AppPaths(tmp_path / "c", tmp_path / "d", tmp_path / "s", tmp_path / "l")
-
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    (tmp_path / "ws").mkdir()
-    return tmp_path / "ws"
 
 
 def finish(summary: str) -> Reply:
@@ -125,15 +115,8 @@ async def test_an_external_server_is_never_stopped_and_that_is_said(
 async def test_on_a_remote_endpoint_nothing_remote_stops_and_the_session_goes_on(
     paths: AppPaths, ws: Path, daemon: RecordingDaemon
 ) -> None:
-    with (
-        FakeLlamaServer(total_slots=2, n_ctx=8192) as a,
-        FakeLlamaServer(total_slots=2, n_ctx=8192) as b,
-    ):
-        eps = (
-            EndpointSettings(url=a.url, label="alpha"),
-            EndpointSettings(url=b.url, label="beta"),
-        )
-        settings = replace(fast_settings(), server=ServerSettings(endpoints=eps))
+    with two_servers(8192) as (a, b):
+        settings = replace(fast_settings(), server=alpha_beta(a, b))
         backend = AgentBackend(settings, paths, ws)
         await backend.start(lambda _s: None)
         try:

@@ -7,8 +7,6 @@ a broken answer stays an error with the message kept."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
@@ -16,31 +14,11 @@ from fusion_tui import cli
 from fusion_tui.paths import AppPaths
 from fusion_tui.sessions.store import SessionStore
 from tests.fakes.fake_server import FakeLlamaServer, Reply
-
-
-@pytest.fixture
-def two(app_home: AppPaths) -> Iterator[tuple[FakeLlamaServer, FakeLlamaServer]]:
-    with (
-        FakeLlamaServer(total_slots=2, n_ctx=8192) as a,
-        FakeLlamaServer(total_slots=2, n_ctx=8192) as b,
-    ):
-        app_home.config_dir.mkdir(parents=True, exist_ok=True)
-        app_home.config_file.write_text(
-            "version: 3\nserver:\n  endpoints:\n"
-            f"    - url: {a.url}\n      label: alpha\n"
-            f"    - url: {b.url}\n      label: beta\n"
-        )
-        yield a, b
+from tests.unit.cli_support import call_cli, request_events
 
 
 def chat(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = cli.main(["chat", *argv])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def requests(out: str) -> list[dict[str, Any]]:
-    return [e for e in map(json.loads, out.splitlines()) if e["event"] == "request"]
+    return call_cli(capsys, "chat", *argv)
 
 
 def session_of(out: str) -> str:
@@ -52,14 +30,14 @@ def completions(srv: FakeLlamaServer) -> int:
 
 
 def test_chat_json_request_lines_carry_the_endpoint_and_a_move_is_said_and_marked(
-    two: tuple[FakeLlamaServer, FakeLlamaServer],
+    cli_two_servers: tuple[FakeLlamaServer, FakeLlamaServer],
     app_home: AppPaths,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    a, _b = two
+    a, _b = cli_two_servers
     code, out, err = chat(capsys, "hello", "--json")
     assert code == 0, err
-    first = requests(out)
+    first = request_events(out)
     assert [r["endpoint"] for r in first] == ["alpha"]
     assert "moved_from" not in first[0]
     sid = session_of(out)
@@ -67,7 +45,7 @@ def test_chat_json_request_lines_carry_the_endpoint_and_a_move_is_said_and_marke
     a.stop()
     code, out, err = chat(capsys, "are you there", "--session", sid, "--json")
     assert code == 0, err
-    second = requests(out)
+    second = request_events(out)
     assert (second[0]["endpoint"], second[0]["moved_from"]) == ("beta", "alpha")
     moves = [ln for ln in err.splitlines() if "moving to beta" in ln]
     assert len(moves) == 1 and moves[0].startswith("fusion-tui chat: alpha is unreachable")
@@ -78,11 +56,11 @@ def test_chat_json_request_lines_carry_the_endpoint_and_a_move_is_said_and_marke
 
 
 def test_a_server_killed_mid_answer_moves_the_turn_and_sends_it_again(
-    two: tuple[FakeLlamaServer, FakeLlamaServer],
+    cli_two_servers: tuple[FakeLlamaServer, FakeLlamaServer],
     app_home: AppPaths,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    a, b = two
+    a, b = cli_two_servers
     code, out, err = chat(capsys, "hello", "--json")
     assert code == 0, err
     sid = session_of(out)
@@ -104,11 +82,11 @@ def test_a_server_killed_mid_answer_moves_the_turn_and_sends_it_again(
 
 
 def test_a_broken_answer_on_a_healthy_endpoint_stays_an_error_with_the_message_kept(
-    two: tuple[FakeLlamaServer, FakeLlamaServer],
+    cli_two_servers: tuple[FakeLlamaServer, FakeLlamaServer],
     app_home: AppPaths,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    a, b = two
+    a, b = cli_two_servers
     a.script(Reply(text=["Half", " an", " answer"], disconnect_after=1))  # alpha stays up
     code, out, err = chat(capsys, "keep my words", "--json")
     assert code == 1

@@ -4,49 +4,49 @@ endpoint went away moves to the other endpoint once, said, and its event carries
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
+from typing import Any
 
-import httpx
 import pytest
 
 from fusion_tui.agent.endpoint_run import EndpointRun, place_run
 from fusion_tui.agent.events import RequestDone
 from fusion_tui.config import Settings
-from fusion_tui.config.settings import EndpointSettings, ServerSettings
 from fusion_tui.endpoints.session_pins import EndpointPins
 from fusion_tui.server.types import StreamEnd
 from fusion_tui.sessions.model import Session
 from fusion_tui.slots.gate import SlotGate
 from tests.fakes.fake_server import FakeLlamaServer, Reply
+from tests.unit.endpoint_support import alpha_beta, failover_answer, slot_kept_busy, two_servers
 
 
 @pytest.fixture
 def two() -> Iterator[tuple[FakeLlamaServer, FakeLlamaServer]]:
-    with (
-        FakeLlamaServer(total_slots=2, n_ctx=4096) as a,
-        FakeLlamaServer(total_slots=2, n_ctx=4096) as b,
-    ):
+    with two_servers(4096) as (a, b):
         yield a, b
 
 
-def pins_for(a: FakeLlamaServer, b: FakeLlamaServer) -> EndpointPins:
-    eps = (EndpointSettings(url=a.url, label="alpha"), EndpointSettings(url=b.url, label="beta"))
-    return EndpointPins(Settings(server=ServerSettings(endpoints=eps)))
-
-
-async def started(pins: EndpointPins, notes: list[str]) -> EndpointRun:
+async def started(
+    a: FakeLlamaServer, b: FakeLlamaServer
+) -> tuple[EndpointPins, list[str], EndpointRun]:
+    """A new session's run placed over alpha (`a`) and beta (`b`): the pins, its notes, the run."""
+    pins = EndpointPins(Settings(server=alpha_beta(a, b)))
+    notes: list[str] = []
     session = Session.new()
     conn = await pins.connect(None, None, None, None)  # type: ignore[arg-type]
     route = await place_run(pins, conn, session, notes.append)
-    return EndpointRun(pins, route, session.id, notes.append)
+    return pins, notes, EndpointRun(pins, route, session.id, notes.append)
+
+
+def stream(run: EndpointRun, slot: int) -> AsyncIterator[Any]:
+    """The events of one streamed completion of "hi there" on `slot`, through the run."""
+    completion = run.completion(SlotGate(lambda: 2), 5.0, None)
+    return completion({"prompt": "hi there", "id_slot": slot, "stream": True, "n_predict": 4})
 
 
 async def ask(run: EndpointRun, slot: int) -> StreamEnd:
-    completion = run.completion(SlotGate(lambda: 2), 5.0, None)
-    body = {"prompt": "hi there", "id_slot": slot, "stream": True, "n_predict": 4}
-    ends = [e async for e in completion(body) if isinstance(e, StreamEnd)]
+    ends = [e async for e in stream(run, slot) if isinstance(e, StreamEnd)]
     return ends[-1]
 
 
@@ -59,26 +59,12 @@ async def test_a_slot_another_client_keeps_busy_is_never_named(
     two: tuple[FakeLlamaServer, FakeLlamaServer],
 ) -> None:
     a, b = two
-    pins = pins_for(a, b)
-    notes: list[str] = []
-    run = await started(pins, notes)
+    pins, notes, run = await started(a, b)
     assert run.label == "alpha"
-    a.script(Reply(hang="prompt"))
-    other = threading.Thread(
-        target=lambda: httpx.post(
-            f"{a.url}/completion", json={"prompt": "someone else", "id_slot": 0}, timeout=10
-        )
-    )
-    other.start()
     try:
-        for _ in range(100):
-            if any(s["is_processing"] for s in a.slot_json()):
-                break
-            threading.Event().wait(0.02)
-        end = await ask(run, 0)
+        with slot_kept_busy(a, {"prompt": "someone else", "id_slot": 0}):
+            end = await ask(run, 0)
     finally:
-        a.release()
-        other.join(10)
         await pins.aclose()
     assert end.id_slot == 1
     assert any("slot 0 on alpha is busy with another client's work" in n for n in notes)
@@ -88,9 +74,7 @@ async def test_a_gone_endpoint_moves_the_request_once_and_marks_it(
     two: tuple[FakeLlamaServer, FakeLlamaServer],
 ) -> None:
     a, b = two
-    pins = pins_for(a, b)
-    notes: list[str] = []
-    run = await started(pins, notes)
+    pins, notes, run = await started(a, b)
     first = run.annotate(done(await ask(run, 0)), main=True)
     assert (first.endpoint, first.moved_from) == ("alpha", None)
     a.stop()
@@ -113,15 +97,11 @@ async def test_a_stream_broken_mid_answer_on_a_gone_endpoint_restarts_on_the_oth
     from fusion_tui.server.types import TextDelta
 
     a, b = two
-    pins = pins_for(a, b)
-    notes: list[str] = []
-    run = await started(pins, notes)
+    pins, notes, run = await started(a, b)
     a.script(Reply(text=["par", "tial", " lost"], disconnect_after=2, then_die=True))
     b.script(Reply(text=["whole"]))
-    completion = run.completion(SlotGate(lambda: 2), 5.0, None)
-    body = {"prompt": "hi there", "id_slot": 0, "stream": True, "n_predict": 4}
     try:
-        seen = [e async for e in completion(body)]
+        seen = [e async for e in stream(run, 0)]
     finally:
         await pins.aclose()
     texts = [e.text if isinstance(e, TextDelta) else type(e).__name__ for e in seen
@@ -139,14 +119,11 @@ async def test_a_stream_broken_on_a_healthy_endpoint_is_an_error_as_before(
     from fusion_tui.server.errors import ServerError
 
     a, b = two
-    pins = pins_for(a, b)
-    run = await started(pins, [])
+    pins, _notes, run = await started(a, b)
     a.script(Reply(text=["par", "tial", " lost"], disconnect_after=2))
-    completion = run.completion(SlotGate(lambda: 2), 5.0, None)
-    body = {"prompt": "hi there", "id_slot": 0, "stream": True, "n_predict": 4}
     try:
         with pytest.raises(ServerError, match="broke mid-answer"):
-            _ = [e async for e in completion(body)]
+            _ = [e async for e in stream(run, 0)]
     finally:
         await pins.aclose()
     assert run.label == "alpha" and not any(r.path.startswith("/completion") for r in b.requests)
@@ -155,20 +132,11 @@ async def test_a_stream_broken_on_a_healthy_endpoint_is_an_error_as_before(
 async def test_when_someone_is_asked_a_declined_move_waits(
     two: tuple[FakeLlamaServer, FakeLlamaServer],
 ) -> None:
-    from fusion_tui.endpoints.placement import Placement
     from fusion_tui.server.errors import ServerError
 
     a, b = two
-    pins = pins_for(a, b)
-    notes: list[str] = []
-    run = await started(pins, notes)
-    asked: list[Placement] = []
-
-    async def wait(placed: Placement) -> bool:
-        asked.append(placed)
-        return False
-
-    run.ask = wait
+    pins, notes, run = await started(a, b)
+    asked, run.ask = failover_answer(False)
     a.stop()
     try:
         with pytest.raises(ServerError):
@@ -181,8 +149,6 @@ async def test_when_someone_is_asked_a_declined_move_waits(
 
 
 async def test_the_agent_request_drops_what_streamed_before_a_restart() -> None:
-    from collections.abc import AsyncIterator
-    from typing import Any
 
     from fusion_tui.agent.request import StreamRestart, stream_request
     from fusion_tui.server.types import StreamEvent, TextDelta, Timings

@@ -12,11 +12,10 @@ import pytest
 
 from fusion_tui.chat.events import Notice, ReplyDone
 from fusion_tui.config import Settings
-from fusion_tui.config.settings import EndpointSettings, ServerSettings
-from fusion_tui.endpoints.placement import Placement
 from fusion_tui.paths import AppPaths
 from fusion_tui.sessions.store import SessionStore
 from tests.fakes.fake_server import FakeLlamaServer
+from tests.unit.endpoint_support import alpha_beta, failover_answer, slot_kept_busy, two_servers
 from tests.unit.local_fake import FakeChatBackend, fast_settings, turn
 
 
@@ -28,17 +27,12 @@ def paths(tmp_path: Path) -> AppPaths:
 
 @pytest.fixture
 def two() -> Iterator[tuple[FakeLlamaServer, FakeLlamaServer]]:
-    with (
-        FakeLlamaServer(total_slots=2, n_ctx=4096) as a,
-        FakeLlamaServer(total_slots=2, n_ctx=4096) as b,
-    ):
+    with two_servers(4096) as (a, b):
         yield a, b
 
 
 def settings_for(a: FakeLlamaServer, b: FakeLlamaServer) -> Settings:
-    base = fast_settings()
-    eps = (EndpointSettings(url=a.url, label="alpha"), EndpointSettings(url=b.url, label="beta"))
-    return replace(base, server=ServerSettings(endpoints=eps))
+    return replace(fast_settings(), server=alpha_beta(a, b))
 
 
 def completions(srv: FakeLlamaServer) -> list[int]:
@@ -51,6 +45,14 @@ async def backend_for(settings: Settings, paths: AppPaths, **kw: object) -> Fake
     return backend
 
 
+async def started(
+    two: tuple[FakeLlamaServer, FakeLlamaServer], paths: AppPaths
+) -> tuple[FakeLlamaServer, FakeLlamaServer, FakeChatBackend]:
+    """The servers alpha and beta, and a chat backend over them, started."""
+    a, b = two
+    return a, b, await backend_for(settings_for(a, b), paths)
+
+
 def done(events: Sequence[object]) -> ReplyDone:
     last = events[-1]
     assert isinstance(last, ReplyDone)
@@ -60,8 +62,7 @@ def done(events: Sequence[object]) -> ReplyDone:
 async def test_a_session_stays_on_its_endpoint_and_slot_and_records_the_label(
     two: tuple[FakeLlamaServer, FakeLlamaServer], paths: AppPaths
 ) -> None:
-    a, b = two
-    backend = await backend_for(settings_for(a, b), paths)
+    a, b, backend = await started(two, paths)
     first = await turn(backend, "hello")
     second = await turn(backend, "again")
     await backend.close()
@@ -97,8 +98,7 @@ async def test_a_resumed_session_goes_back_to_its_endpoint(
 async def test_an_endpoint_that_goes_away_moves_the_session_with_the_stated_cost(
     two: tuple[FakeLlamaServer, FakeLlamaServer], paths: AppPaths
 ) -> None:
-    a, b = two
-    backend = await backend_for(settings_for(a, b), paths)
+    a, _b, backend = await started(two, paths)
     await turn(backend, "hello")
     assert backend.session.pinned_endpoint == "alpha"
     prompt = backend.session.requests[-1].prompt_n + backend.session.requests[-1].cache_n
@@ -119,15 +119,8 @@ async def test_an_endpoint_that_goes_away_moves_the_session_with_the_stated_cost
 async def test_waiting_instead_of_moving_keeps_what_the_user_wrote(
     two: tuple[FakeLlamaServer, FakeLlamaServer], paths: AppPaths
 ) -> None:
-    a, b = two
-    backend = await backend_for(settings_for(a, b), paths)
-    asked: list[Placement] = []
-
-    async def wait(placed: Placement) -> bool:
-        asked.append(placed)
-        return False
-
-    backend.ask_failover = wait
+    a, b, backend = await started(two, paths)
+    asked, backend.ask_failover = failover_answer(False)
     await turn(backend, "hello")
     a.stop()
     events = await turn(backend, "my precious words")
@@ -142,8 +135,7 @@ async def test_waiting_instead_of_moving_keeps_what_the_user_wrote(
 async def test_a_kept_pin_asks_only_its_own_endpoint_before_a_turn(
     two: tuple[FakeLlamaServer, FakeLlamaServer], paths: AppPaths
 ) -> None:
-    a, b = two
-    backend = await backend_for(settings_for(a, b), paths)
+    _a, b, backend = await started(two, paths)
     await turn(backend, "hello")
     before = len(b.requests)
     events = await turn(backend, "again")
@@ -155,32 +147,14 @@ async def test_a_kept_pin_asks_only_its_own_endpoint_before_a_turn(
 async def test_a_pinned_slot_another_client_keeps_busy_is_left_and_the_turn_says_so(
     two: tuple[FakeLlamaServer, FakeLlamaServer], paths: AppPaths
 ) -> None:
-    import threading
-
-    import httpx
-
-    from tests.fakes.fake_server import Reply
-
-    a, b = two
-    backend = await backend_for(settings_for(a, b), paths)
+    a, _b, backend = await started(two, paths)
     await turn(backend, "hello")
     mine = backend.session.pinned_slot
     assert mine is not None
-    a.script(Reply(hang="prompt"))
-    body = {"prompt": "someone else", "id_slot": mine}
-    other = threading.Thread(
-        target=lambda: httpx.post(f"{a.url}/completion", json=body, timeout=10)
-    )
-    other.start()
     try:
-        for _ in range(100):
-            if any(s["is_processing"] for s in a.slot_json()):
-                break
-            threading.Event().wait(0.02)
-        events = await turn(backend, "again")
+        with slot_kept_busy(a, {"prompt": "someone else", "id_slot": mine}):
+            events = await turn(backend, "again")
     finally:
-        a.release()
-        other.join(10)
         await backend.close()
     why = f"slot {mine} on alpha is busy with another client's work; re-pinned to slot"
     assert any(isinstance(e, Notice) and why in e.text for e in events)
@@ -195,15 +169,8 @@ async def test_a_server_killed_mid_answer_is_asked_about_then_the_turn_is_sent_a
     from fusion_tui.chat.events import AnswerRestarted, EndpointMoved
     from tests.fakes.fake_server import Reply
 
-    a, b = two
-    backend = await backend_for(settings_for(a, b), paths)
-    asked: list[Placement] = []
-
-    async def move(placed: Placement) -> bool:
-        asked.append(placed)
-        return True
-
-    backend.ask_failover = move
+    a, b, backend = await started(two, paths)
+    asked, backend.ask_failover = failover_answer(True)
     await turn(backend, "hello")
     a.script(Reply(text=["Lost", " half", " of", " it"], disconnect_after=2, then_die=True))
     b.script(Reply(text=["All", " of", " it."]))
@@ -220,8 +187,7 @@ async def test_a_server_killed_mid_answer_is_asked_about_then_the_turn_is_sent_a
 async def test_stop_server_on_a_remote_endpoint_says_what_it_did_and_keeps_the_session_there(
     two: tuple[FakeLlamaServer, FakeLlamaServer], paths: AppPaths
 ) -> None:
-    a, b = two
-    backend = await backend_for(settings_for(a, b), paths)
+    _a, _b, backend = await started(two, paths)
     await turn(backend, "hello")
     said = await backend.stop_server()
     events = await turn(backend, "still here?")

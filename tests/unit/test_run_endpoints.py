@@ -5,31 +5,14 @@ the request event with `moved_from`; the user's words are kept."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from fusion_tui.paths import AppPaths
 from fusion_tui.sessions.store import SessionStore
 from tests.fakes.fake_server import FakeLlamaServer, Reply
-from tests.unit.cli_support import act, call_cli, workspace
-
-
-@pytest.fixture
-def two(app_home: AppPaths) -> Iterator[tuple[FakeLlamaServer, FakeLlamaServer]]:
-    with (
-        FakeLlamaServer(total_slots=2, n_ctx=8192) as a,
-        FakeLlamaServer(total_slots=2, n_ctx=8192) as b,
-    ):
-        app_home.config_dir.mkdir(parents=True, exist_ok=True)
-        app_home.config_file.write_text(
-            "version: 3\nserver:\n  endpoints:\n"
-            f"    - url: {a.url}\n      label: alpha\n"
-            f"    - url: {b.url}\n      label: beta\n"
-        )
-        yield a, b
+from tests.unit.cli_support import act, call_cli, request_events, workspace
 
 
 @pytest.fixture
@@ -41,21 +24,17 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return call_cli(capsys, "run", *argv)
 
 
-def requests(out: str) -> list[dict[str, Any]]:
-    return [e for e in map(json.loads, out.splitlines()) if e["event"] == "request"]
-
-
 def test_request_events_carry_the_endpoint_and_a_move_is_said_and_marked(
-    two: tuple[FakeLlamaServer, FakeLlamaServer],
+    cli_two_servers: tuple[FakeLlamaServer, FakeLlamaServer],
     ws: Path,
     app_home: AppPaths,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    a, b = two
+    a, b = cli_two_servers
     a.script(act("list_dir"), act("finish", summary="one file"))
     code, out, err = run(capsys, "list the files", "--workspace", str(ws), "--json")
     assert code == 0, err
-    first = requests(out)
+    first = request_events(out)
     assert [r["endpoint"] for r in first] == ["alpha", "alpha"]
     assert all("moved_from" not in r for r in first)
     sid = json.loads(out.splitlines()[-1])["session"]
@@ -67,7 +46,7 @@ def test_request_events_carry_the_endpoint_and_a_move_is_said_and_marked(
     b.script(act("finish", summary="still here"))
     code, out, err = run(capsys, "go on", "--session", sid, "--json")
     assert code == 0, err
-    second = requests(out)
+    second = request_events(out)
     assert second[0]["endpoint"] == "beta" and second[0]["moved_from"] == "alpha"
     assert "moving to beta" in err and "cold re-read of" in err
     saved = SessionStore.default(app_home).load(sid)
@@ -77,12 +56,12 @@ def test_request_events_carry_the_endpoint_and_a_move_is_said_and_marked(
 
 
 def test_a_server_killed_mid_answer_moves_the_run_and_sends_the_step_again(
-    two: tuple[FakeLlamaServer, FakeLlamaServer],
+    cli_two_servers: tuple[FakeLlamaServer, FakeLlamaServer],
     ws: Path,
     app_home: AppPaths,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    a, b = two
+    a, b = cli_two_servers
     broken = json.dumps({"tool": "finish", "args": {"summary": "never seen"}})
     a.script(Reply(text=[broken[:10], broken[10:20], broken[20:]], disconnect_after=2,
                    then_die=True))  # fmt: skip
@@ -92,7 +71,7 @@ def test_a_server_killed_mid_answer_moves_the_run_and_sends_the_step_again(
     moves = [ln for ln in err.splitlines() if "moving to beta" in ln]
     assert len(moves) == 1 and moves[0].startswith("fusion-tui run: alpha is unreachable")
     assert "cold re-read of" in moves[0]
-    events = requests(out)
+    events = request_events(out)
     assert [(e["endpoint"], e.get("moved_from")) for e in events] == [("beta", "alpha")]
     saved = SessionStore.default(app_home).load(json.loads(out.splitlines()[-1])["session"])
     assert [m.content for m in saved.messages if m.role == "user"] == ["do it"]
