@@ -195,7 +195,7 @@ class SlotKeeper(SlotRoom):
         except ServerError:
             return -1
         taken = set(self.pool.pins.values()) | set(self.gate.held)
-        taken |= set(self.known_owners()) | set(self._holders())
+        taken |= set(self.known_owners())  # the shared ledger's word, where there is one
         if self.side_slot is not None:
             taken.add(self.side_slot)
         slot = choose_fresh_slot(states, self.pool.total_slots, taken)

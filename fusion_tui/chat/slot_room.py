@@ -22,10 +22,11 @@ from fusion_tui.sessions.store import SessionStore, SessionStoreError
 from fusion_tui.slots.archive import (
     DEFAULT_MAX_BYTES,
     ArchiveRefused,
+    ArchiveTag,
     Restored,
     choose_restore_slot,
 )
-from fusion_tui.slots.room import choose_victim, restore_is_cheaper
+from fusion_tui.slots.room import Holder, choose_victim, restore_is_cheaper
 
 RESTORE_NOT_REUSED = (
     "this model has sliding-window (or recurrent) layers and the server runs without --swa-full: "
@@ -137,7 +138,7 @@ class SlotRoom(SlotOwners):
         me = self.session.id
         others = {s for s, h in holders.items() if h.session_id != me}
         own_pins = set(self.pool.pins.values())
-        taken = own_pins | others | set(self.known_owners())
+        taken = own_pins | others | (set() if self.ledger is not None else set(self.known_owners()))
         avoid = () if self.side_slot is None else (self.side_slot,)
         slot = choose_restore_slot(
             states, self.pool.total_slots, pinned=taken, held=self.gate.held, avoid=avoid
@@ -148,22 +149,29 @@ class SlotRoom(SlotOwners):
         if victim is None:
             return None
         owner = holders[victim].session_id
-        if self._saved_since(owner, holders[victim].used):  # saved ahead, between turns
-            self.notes.append(f"took slot {victim}: session {owner}'s prompt is saved on disk")
-            return victim
         with anyio.move_on_after(SAVE_DEADLINE):
             try:
-                async with self.gate.hold(victim):
-                    tag = await self.archive.save(
-                        self.conn.client, victim, owner, server_facts(self.conn)
-                    )
+                tag, saved_now = await self._on_disk(victim, holders[victim])
                 self.notes.append(
                     f"saved slot {victim} ({tag.n_saved:,} tokens of session {owner}) to disk "
                     "to make room"
+                    if saved_now  # else saved ahead, between turns
+                    else f"took slot {victim}: session {owner}'s prompt is saved on disk"
                 )
             except (ServerError, OSError) as exc:
                 self.notes.append(f"could not save slot {victim} before reusing it: {exc}")
         return victim
+
+    async def _on_disk(self, slot: int, holder: Holder) -> tuple[ArchiveTag, bool]:
+        """`holder`'s slot on disk: its file when saved on this launch since its last answer
+        there, else saved now under the slot's lock; (tag, saved now)."""
+        assert self.conn is not None and self.gate is not None and self.archive is not None
+        tag = self.archive.read_tag(holder.session_id)
+        if tag is not None and self._saved_since(holder.session_id, holder.used):
+            return tag, False
+        async with self.gate.hold(slot):
+            facts = server_facts(self.conn)
+            return await self.archive.save(self.conn.client, slot, holder.session_id, facts), True
 
     def _saved_since(self, session_id: str, used: float) -> bool:
         """The session's saved slot on this launch is newer than its last answer there."""
@@ -222,10 +230,7 @@ class SlotRoom(SlotOwners):
             facts = server_facts(conn)
             with anyio.move_on_after(SAVE_DEADLINE):
                 try:
-                    tag = archive.read_tag(sid)
-                    if tag is None or not self._saved_since(sid, holder.used):
-                        async with gate.hold(donor_slot):
-                            tag = await archive.save(conn.client, donor_slot, sid, facts)
+                    tag, _saved_now = await self._on_disk(donor_slot, holder)
                     if not restore_is_cheaper(
                         prefix_tokens, tag.n_bytes, self.restore_rate, self.prompt_rate
                     ):
