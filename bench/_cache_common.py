@@ -52,8 +52,13 @@ def follow_up(k: int, r: int) -> str:
 class Label:
     phase: str
     session: str
-    kind: str = "turn"  # turn | side | agent
+    kind: str = "turn"  # turn | side | agent | summary
     turn: int = 0
+
+    @property
+    def is_turn(self) -> bool:
+        """A session's own request (a turn or an agent step), not a side call or a summary."""
+        return self.kind not in ("side", "summary")
 
 
 LABEL: contextvars.ContextVar[Label | None] = contextvars.ContextVar("label", default=None)
@@ -107,7 +112,8 @@ class Recorder:
         self.actions: list[tuple[Label | None, str, int, dict[str, Any], float]] = []
         self._pending_probes: list[tuple[float, float]] = []
         self._pending_call: dict[Label, float] = {}
-        self._compacted: set[Label] = set()
+        self._compacted: set[str] = set()
+        """Sessions whose next turn sends a compacted prompt."""
         self.epoch = 0
 
     def mark_call(self) -> None:
@@ -117,16 +123,28 @@ class Recorder:
             self._pending_call[label] = time.monotonic()
 
     def mark_compacted(self) -> None:
-        """The driver saw a compaction: the next request of this label sends a new prompt."""
+        """The driver saw a compaction: the session's next turn sends a new prompt. Seen before
+        the turn's request (the prompt would not fit), what the turn sent so far was the
+        summary: those rows become `summary` ones and the turn's first token still counts from
+        the moment it was asked. (A compaction ahead, after the answer, is labelled `summary`
+        by the driver already.)"""
         label = LABEL.get()
-        if label is not None:
-            self._compacted.add(label)
+        if label is None:
+            return
+        self._compacted.add(label.session)
+        if label.kind == "summary":
+            return
+        for i, row in enumerate(self.rows):
+            if row.label == label:
+                self.rows[i].label = replace(label, kind="summary")
+                if row.t_call is not None:
+                    self._pending_call.setdefault(label, row.t_call)
 
     def new_row(self, asked: int) -> Row:
         label = LABEL.get() or Label("?", "?")
         row = Row(self.policy, label, asked, t0=time.monotonic(), epoch=self.epoch)
-        if label in self._compacted:
-            self._compacted.discard(label)
+        if label.is_turn and label.session in self._compacted:
+            self._compacted.discard(label.session)
             row.compacted = True
         row.t_call = self._pending_call.pop(label, None)
         row.probes, self._pending_probes = self._pending_probes, []
@@ -268,13 +286,20 @@ def annotate(rows: list[Row], best_side: dict[tuple[str, str, str, int], int]) -
         if row.compacted:  # the summary replaced older turns: all after the cached part is new
             row.minimum = row.prompt_n
             row.why = "compacted: the prompt now starts with the summary"
+        elif lab.kind == "summary":  # the question new, or (on the side slot) all of it
+            on_own = prev is not None and prev.slot == row.slot and row.cache_n > 0
+            row.minimum = max(0, row.total - prev.total - prev.predicted_n) if on_own else (
+                row.prompt_n)  # fmt: skip
+            row.why = "summary: continues the session's prompt" if on_own else (
+                "summary: the transcript on a side slot")  # fmt: skip
         elif lab.kind == "side" or prev is None:  # shares only a system prefix with others
             key = (lab.phase, lab.session, lab.kind, lab.turn)
             row.minimum = min(row.total, best_side.get(key, row.total))
         else:
             row.minimum = max(0, row.total - prev.total - prev.predicted_n)
         extra = row.prompt_n - row.minimum
-        if extra > max(8, 0.05 * row.minimum) and prev is not None and not row.compacted:
+        if extra > max(8, 0.05 * row.minimum) and prev is not None and lab.is_turn and not (
+                row.compacted):  # fmt: skip
             holder = on_slot.get(row.slot)
             if prev.epoch != row.epoch:
                 row.why = "new daemon: the session's prompt was not restored"
@@ -287,7 +312,7 @@ def annotate(rows: list[Row], best_side: dict[tuple[str, str, str, int], int]) -
             else:
                 row.why = f"prefix diverged after {row.cache_n} tokens on slot {row.slot}"
         on_slot[row.slot] = (lab.kind, lab.session)
-        if lab.kind != "side":
+        if lab.is_turn:
             last_of[lab.session] = row
 
 
@@ -298,7 +323,7 @@ def trace_line(row: Row) -> str:
     srv = (row.t_open - row.t0) * 1000 if row.t_open else 0.0
     ttft = row.ttft_ms
     return (
-        f"{row.policy:<6} {lab.phase:<18} {lab.session:<5} {lab.kind:<5} t{lab.turn:<3} "
+        f"{row.policy:<6} {lab.phase:<18} {lab.session:<5} {lab.kind:<7} t{lab.turn:<3} "
         f"slot {row.asked_slot:>2}->{row.slot:>2} cached {row.cache_n:>5} eval {row.prompt_n:>5} "
         f"min {row.minimum:>5} | pre-send {pre:6.0f} ms ({len(row.probes)} /slots "
         f"{probes:4.0f} ms) open {srv:6.0f} prompt {row.prompt_ms:6.0f} ttft "

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ from fusion_tui.agent.host import AgentHost
 from fusion_tui.agent.session_run import SessionRunner
 from fusion_tui.agent.task import AgentConfig
 from fusion_tui.agent.tools.workspace import Workspace
-from fusion_tui.chat.events import Compacted
+from fusion_tui.chat.events import Compacted, ReplyDone
 from fusion_tui.chat.local import LocalBackend
 from fusion_tui.chat.slot_keeper import SlotKeeper
 from fusion_tui.chat.titles import TITLE_TOKENS, title_messages
@@ -116,7 +117,9 @@ class FusionDriver(Driver):
         try:
             self.rec.mark_call()
             async for event in b.reply(text):
-                if isinstance(event, Compacted):
+                if isinstance(event, ReplyDone):  # what follows is compaction ahead
+                    LABEL.set(replace(label, kind="summary"))
+                elif isinstance(event, Compacted):
                     self.rec.mark_compacted()
         finally:
             LABEL.reset(token)

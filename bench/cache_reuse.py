@@ -172,7 +172,7 @@ async def one_run(args: argparse.Namespace) -> dict[str, list[Row]]:
     best_side: dict[tuple[str, str, str, int], int] = {}
     firsts = set()
     for row in rows["plain"] + rows["fusion"]:
-        first = row.label.kind != "side" and (row.policy, row.label.session) not in firsts
+        first = row.label.is_turn and (row.policy, row.label.session) not in firsts
         firsts.add((row.policy, row.label.session))
         if (row.label.kind == "side" or first) and not row.error:
             lab = row.label
@@ -187,7 +187,7 @@ async def one_run(args: argparse.Namespace) -> dict[str, list[Row]]:
 
 def figures(rows: list[Row], phase: str) -> dict[str, float]:
     mine = [r for r in rows if r.label.phase == phase]
-    turns = [r for r in mine if r.label.kind != "side"]
+    turns = [r for r in mine if r.label.is_turn]
     ttfts = sorted(t for r in turns if not r.error and (t := r.ttft_ms) is not None)
     mid = ttfts[len(ttfts) // 2] if ttfts else 0.0
     if ttfts and len(ttfts) % 2 == 0:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from fusion_tui.chat.events import ReplyDone
+from fusion_tui.chat.events import Compacted, ReplyDone
 from fusion_tui.chat.local import LocalBackend
 from fusion_tui.config import Settings
 from fusion_tui.demo_model import demo_model_path
@@ -65,6 +65,11 @@ class Tally:
     prompt_evaluated: int = 0
     prompt_minimum: int = 0
     excess_turns: list[dict[str, Any]] = field(default_factory=list)
+    compactions: list[dict[str, Any]] = field(default_factory=list)
+    summary_evaluated: int = 0
+    """Prompt tokens of the compaction summaries (side calls of the sessions)."""
+    compacted_next: set[str] = field(default_factory=set)
+    """Sessions compacted after their last answer: their next prompt is new text."""
 
 
 def rss_kib() -> int:
@@ -113,7 +118,11 @@ async def turn(
     tally: Tally, turn_no: int,
 ) -> None:  # fmt: skip
     before = len(backend.session.requests)
+    sid = backend.session.id
     deltas = 0
+    answered = False
+    compacted = sid in tally.compacted_next  # compacted after its last answer
+    tally.compacted_next.discard(sid)
     async with aclosing(backend.reply(text)) as events:
         async for event in events:
             if isinstance(event, TextDelta):
@@ -121,18 +130,36 @@ async def turn(
                 if cancel_after is not None and deltas >= cancel_after:
                     break
             elif isinstance(event, ReplyDone):
+                answered = True
                 tally.outcomes[event.outcome] += 1
                 if event.outcome == "error":
                     tally.errors.append(event.note)
+            elif isinstance(event, Compacted):
+                tally.compactions.append({"turn": turn_no, "session": sid[-6:],
+                    "ahead": answered, "before": event.before, "after": event.after})  # fmt: skip
+                if answered:  # after the answer: the next turn sends the new prompt
+                    tally.compacted_next.add(sid)
+                else:
+                    compacted = True
     if cancel_after is not None and deltas >= cancel_after:
         tally.outcomes["cancelled"] += 1
     tally.turns += 1
-    requests = backend.session.requests
-    if len(requests) > before:  # the server answered: account for what it evaluated
-        req = requests[-1]
+    new = backend.session.requests[before:]
+    summaries = [r for r in new if r.side_call]
+    tally.summary_evaluated += sum(r.prompt_n for r in summaries)
+    for r in summaries:
+        tally.compactions.append({"turn": turn_no, "session": sid[-6:], "slot": r.id_slot,
+            "summary_prompt_n": r.prompt_n, "summary_cache_n": r.cache_n})  # fmt: skip
+    own = [r for r in new if not r.side_call]
+    if compacted and not own:  # no request reached the server: the next one is the new prompt
+        tally.compacted_next.add(sid)
+    if own:  # the server answered: account for what it evaluated
+        req = own[-1]
         total = req.prompt_n + req.cache_n
-        sid = backend.session.id
-        minimum = max(1, total - last_total.get(sid, 0))
+        if compacted:
+            minimum = req.prompt_n  # the summary and what follows it are new text
+        else:
+            minimum = max(1, total - last_total.get(sid, 0))
         last_total[sid] = total
         tally.prompt_evaluated += req.prompt_n
         tally.prompt_minimum += min(minimum, req.prompt_n)
@@ -219,6 +246,8 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
         "prompt_tokens_minimum": tally.prompt_minimum,
         "prompt_tokens_beyond_minimum": tally.prompt_evaluated - tally.prompt_minimum,
         "turns_beyond_minimum": tally.excess_turns,
+        "summary_tokens_evaluated": tally.summary_evaluated,
+        "compactions": tally.compactions,
         "rss_kib_before": rss_before,
         "rss_kib_after": rss_after,
         "rss_kib_peak": rss_peak,
@@ -241,6 +270,9 @@ def report(result: dict[str, Any]) -> str:
         f"prompt tokens: {result['prompt_tokens_evaluated']} evaluated, "
         f"{result['prompt_tokens_minimum']} minimum, {beyond} beyond ({share:.1%}) "
         f"in {len(result['turns_beyond_minimum'])} turns",
+        f"compaction: {sum(1 for c in result['compactions'] if 'before' in c)} "
+        f"({sum(1 for c in result['compactions'] if c.get('ahead'))} after an answer), "
+        f"{result['summary_tokens_evaluated']} summary prompt tokens",
         f"RSS: {result['rss_kib_before']} KiB before, {result['rss_kib_after']} KiB after "
         f"({result['rss_growth_kib']:+d} KiB; peak {result['rss_kib_peak']} KiB)",
         f"damaged session files: {len(result['damaged_session_files'])}",

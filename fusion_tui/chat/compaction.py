@@ -73,6 +73,12 @@ def reply_reserve(n_ctx: int, n_predict: int) -> int:
     return max(16, min(n_predict, n_ctx // 4))
 
 
+def next_turn_room(n_ctx: int) -> int:
+    """Room an answered session keeps for the next user message before it compacts ahead
+    (an eighth of the slot: 256 tokens of 2,048, 1,024 of 8,192; at most 4,096)."""
+    return max(64, min(4096, n_ctx // 8))
+
+
 async def fits(prompt: str, n_ctx: int, reserve: int, count: Counter) -> tuple[bool, int]:
     """Whether `prompt` plus the answer fits the slot, and its token count (the byte length as
     an upper bound when counting was not needed)."""
@@ -151,35 +157,70 @@ class Compactor:
     """A side call on the session's own slot (prefix reuse `full`): the summary is asked as a
     continuation of the cached prompt, so only the question is read, not the transcript."""
 
+    next_turn: int = 0
+    """Room kept for the next user message when compacting ahead (`ahead`)."""
+
     async def prompt_for(
         self, store: SessionStore, session: Session, *, force: bool = False
     ) -> tuple[str, Compacted | None]:
         """The prompt (with the session's summary), and the compaction it took, if any."""
-        summary = load_summary(store, session.id)
-        prompt = chat_prompt(self.frame, self.system, session.messages, summary)
-        ok, before = await fits(prompt, self.n_ctx, self.reserve, self.count)
+        return await self._prompt_for(store, session.id, session.messages, force, self.reserve)
+
+    async def ahead_due(self, store: SessionStore, session: Session) -> bool:
+        """After an answer: whether the next turn would likely not fit (the slot's prompt plus
+        `next_turn` and the reply reserve), so compacting now beats compacting before it."""
+        probe = [*session.messages, Message(role="user", content="")]
+        prompt = chat_prompt(self.frame, self.system, probe, load_summary(store, session.id))
+        ok, _tokens = await fits(prompt, self.n_ctx, self.reserve + self.next_turn, self.count)
+        return not ok
+
+    async def ahead(self, store: SessionStore, session: Session) -> Compacted | None:
+        """Compact after an answer (see `ahead_due`): while the slot still has room for the
+        summary question, and off the next turn's first token. The next user message is an
+        empty one here, so the last exchange stays verbatim when it leaves that room."""
+        probe = [*session.messages, Message(role="user", content="")]
+        headroom = self.reserve + self.next_turn
+        _prompt, compacted = await self._prompt_for(store, session.id, probe, False, headroom)
+        return compacted
+
+    async def _prompt_for(
+        self,
+        store: SessionStore,
+        session_id: str,
+        messages: list[Message],
+        force: bool,
+        headroom: int,
+    ) -> tuple[str, Compacted | None]:
+        summary = load_summary(store, session_id)
+        prompt = chat_prompt(self.frame, self.system, messages, summary)
+        ok, before = await fits(prompt, self.n_ctx, headroom, self.count)
         if ok and not force:
             return prompt, None
         if force:
             before = await self.count(prompt)
-        done = await self._compact(session.messages, summary, before, force)
+        done = await self._compact(messages, summary, before, force, headroom)
         if done is None:
             return prompt, None
         summary, after, turns = done
-        save_summary(store, session.id, summary)
-        prompt = chat_prompt(self.frame, self.system, session.messages, summary)
+        save_summary(store, session_id, summary)
+        prompt = chat_prompt(self.frame, self.system, messages, summary)
         plural = "" if turns == 1 else "s"
         note = f"compacted {turns} turn{plural} into a summary · {before:,} → {after:,} tokens"
         return prompt, Compacted(note, turns=turns, before=before, after=after)
 
     async def _compact(
-        self, messages: list[Message], summary: ChatSummary | None, before: int, force: bool
+        self,
+        messages: list[Message],
+        summary: ChatSummary | None,
+        before: int,
+        force: bool,
+        headroom: int,
     ) -> tuple[ChatSummary, int, int] | None:
-        """Summarise older turns until the prompt fits: (summary, tokens after, turns covered);
-        None when there is nothing left to summarise."""
+        """Summarise older turns until the prompt leaves `headroom`: (summary, tokens after,
+        turns covered); None when there is nothing left to summarise."""
         covers = first = summary.covers if summary is not None else 0
         if self.own_call is not None:
-            done = await self._continued(messages, summary, first, force)
+            done = await self._continued(messages, summary, first, force, headroom)
             if done is not None:
                 return done
         total_bytes = max(1, sum(len(m.content.encode()) + 32 for m in chat_turns(messages)))
@@ -193,7 +234,7 @@ class Compactor:
             text = await self._summarise(messages, summary, covers, end)
             summary, covers = ChatSummary(text, end), end
             after = await self.count(chat_prompt(self.frame, self.system, messages, summary))
-            if after + self.reserve <= self.n_ctx or force:
+            if after + headroom <= self.n_ctx or force:
                 break
             keep //= 2
         if summary is None or covers == first:
@@ -201,7 +242,12 @@ class Compactor:
         return summary, after, covered_turns(messages, first, covers)
 
     async def _continued(
-        self, messages: list[Message], summary: ChatSummary | None, first: int, force: bool
+        self,
+        messages: list[Message],
+        summary: ChatSummary | None,
+        first: int,
+        force: bool,
+        headroom: int,
     ) -> tuple[ChatSummary, int, int] | None:
         """The summary as a continuation of the prompt the slot holds (every message before the
         newest user one, then `SUMMARY_ASK`); the last exchange stays verbatim when it fits.
@@ -224,7 +270,7 @@ class Compactor:
                 continue
             new = ChatSummary(text, end)
             after = await self.count(chat_prompt(self.frame, self.system, messages, new))
-            if after + self.reserve <= self.n_ctx or (force and end == users[-1]):
+            if after + headroom <= self.n_ctx or (force and end == users[-1]):
                 return new, after, covered_turns(messages, first, end)
         return None
 

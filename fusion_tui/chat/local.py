@@ -174,10 +174,19 @@ class LocalBackend(LocalSideCalls):
 
     async def reply(self, text: str) -> AsyncGenerator[ReplyEvent, None]:
         """The turn, with side calls held off (`SideCallQueue`): a running title is cut short
-        and rerun after it, so it never competes with the turn's first token."""
+        and rerun after it, so it never competes with the turn's first token. After a completed
+        turn (its `ReplyDone`), the session compacts ahead when the next turn would not fit
+        (`compact_ahead`); closing the events there cuts that short, and the next turn
+        compacts before its request instead."""
+        completed = False
         async with self.side_calls.turn(), aclosing(self._reply(text)) as events:
             async for event in events:
+                completed = isinstance(event, ReplyDone) and event.outcome == "completed"
                 yield event
+        if completed:
+            async with aclosing(self.compact_ahead()) as after:
+                async for notice in after:
+                    yield notice
 
     async def _reply(self, text: str) -> AsyncGenerator[ReplyEvent, None]:
         keeper = self.keeper

@@ -1,19 +1,27 @@
 """Provides `LocalSideCalls`, the base of `LocalBackend`: what a turn asks, and the side calls.
 
 Why together: the request's content is the exact-extension `prompt` (`chat_prompt`), compacted
-first when it would not fit the slot (`Compactor`, whose summary is a side call: a continuation of
-the session's own prompt where prefix reuse is `full`, else a slot no session holds), and the
+first when it would not fit the slot, or right after an answer that leaves too little room for
+the next turn (`Compactor`, whose summary is a side call: a continuation of the session's own
+prompt where prefix reuse is `full`, else a slot no session holds), and the
 title is a side call built on the same frame and summary (`titles.py`).
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from fusion_tui.agent.host import template_frame
 from fusion_tui.agent.prompt import TemplateFrame, TemplateProbeError
-from fusion_tui.chat.compaction import SUMMARY_TOKENS, Compactor, load_summary, reply_reserve
-from fusion_tui.chat.events import Compacted
+from fusion_tui.chat.compaction import (
+    SUMMARY_TOKENS,
+    Compactor,
+    load_summary,
+    next_turn_room,
+    reply_reserve,
+)
+from fusion_tui.chat.events import Compacted, Notice
 from fusion_tui.chat.local_requests import LocalRequests
 from fusion_tui.chat.titles import clean_title, continuation_slot, title_body
 from fusion_tui.server.errors import ServerError
@@ -52,9 +60,17 @@ class LocalSideCalls(LocalRequests):
     async def _content(self, force: bool = False) -> tuple[dict[str, Any], Compacted | None]:
         """What the next request asks: the exact-extension `prompt` (see `chat_prompt`),
         compacted first when it would not fit the slot (or when `force`d)."""
+        compactor = await self._compactor()
+        if compactor is None:
+            return {"messages": self.chat_messages()}, None
+        prompt, compacted = await compactor.prompt_for(self.store, self.session, force=force)
+        return {"prompt": prompt}, compacted
+
+    async def _compactor(self) -> Compactor | None:
+        """The session's compactor; None without a template frame (no exact prompt)."""
         frame = await self._frame()
         if frame is None:
-            return {"messages": self.chat_messages()}, None
+            return None
         assert self.conn is not None
         n_ctx, n_predict = self.conn.props.n_ctx, self.settings.llm.max_tokens
         own = self._title_slot()  # the session's slot, where prefix reuse is `full`
@@ -62,13 +78,28 @@ class LocalSideCalls(LocalRequests):
         async def on_own_slot(body: dict[str, Any]) -> str:
             return await self._side_call(body, slot=own)
 
-        compactor = Compactor(
+        return Compactor(
             frame, SYSTEM_PROMPT, self._count, self._side_call, n_ctx,
             reply_reserve(n_ctx, n_predict), min(SUMMARY_TOKENS, n_predict),
-            own_call=on_own_slot if own is not None else None,
+            own_call=on_own_slot if own is not None else None, next_turn=next_turn_room(n_ctx),
         )  # fmt: skip
-        prompt, compacted = await compactor.prompt_for(self.store, self.session, force=force)
-        return {"prompt": prompt}, compacted
+
+    async def compact_ahead(self) -> AsyncGenerator[Notice, None]:
+        """After a completed turn: compact now when the next turn would likely not fit
+        (`Compactor.ahead`): a notice while it runs, then the `Compacted` one. A server error
+        is left to the next turn, which compacts before its request when it must."""
+        if self.keeper.conn is None:
+            return
+        try:
+            compactor = await self._compactor()
+            if compactor is None or not await compactor.ahead_due(self.store, self.session):
+                return
+            yield Notice("compacting the session ahead of the next turn…")
+            compacted = await compactor.ahead(self.store, self.session)
+        except ServerError:
+            return
+        if compacted is not None:
+            yield compacted
 
     async def _count(self, prompt: str) -> int:
         assert self.conn is not None

@@ -40,45 +40,77 @@ async def chat(srv: FakeLlamaServer, paths: AppPaths, resume: str | None = None)
     return b
 
 
-async def test_a_session_past_its_slot_is_compacted_and_the_turn_completes(
+async def test_an_answer_that_leaves_no_room_for_the_next_turn_compacts_right_after_it(
     paths: AppPaths,
 ) -> None:
     with FakeLlamaServer(total_slots=2, n_ctx=N_CTX) as srv:
         b = await chat(srv, paths)
-        compacted: list[Compacted] = []
-        for i in range(6):
-            if i == 3:  # this turn's prompt would not fit: the summary side call comes first
-                srv.script(Reply(text=["They discussed topics zero to four."]), Reply())
-            events = await turn(b, f"topic {i}: " + "words " * 30)
-            compacted += [e for e in events if isinstance(e, Compacted)]
+        per_turn: list[list[object]] = []
+        for i in range(8):  # each answer scripted; the summary gets the fake's default text
+            srv.script(Reply(text=[f"answer {i}."]))  # messages within the next turn's room
+            per_turn.append(list(await turn(b, f"topic {i}: " + "words " * 15)))
         await b.close()
-        assert len(compacted) == 1, [c.text for c in compacted]
-        c = compacted[0]
-        assert c.before + 64 > N_CTX > c.after and c.turns >= 3
-        assert (
-            c.text
-            == f"compacted {c.turns} turns into a summary · {c.before:,} → {c.after:,} tokens"
-        )
+        at = next(i for i, events in enumerate(per_turn) if any(
+            isinstance(e, Compacted) for e in events))  # fmt: skip
+        events = per_turn[at]
+        kinds = [type(e).__name__ for e in events]
+        done = kinds.index("ReplyDone")
+        # after the answer: a notice while it runs, then the compaction; nothing after it
+        assert kinds[done + 1 :] == ["Notice", "Compacted"], kinds
+        assert str(getattr(events[done + 1], "text", "")).startswith("compacting the session")
+        c = events[-1]
+        assert isinstance(c, Compacted) and c.after < c.before
+        assert c.before + 64 + 150 > N_CTX  # the next turn's room (an eighth) was short
         sent = prompts(srv)
         own_slot = sent[0][0]
-        assert [s for s, _ in sent] == [own_slot] * 3 + [1 - own_slot] + [own_slot] * 3
-        side_prompt = sent[3][1]
-        assert "topic 0" in side_prompt and "topic 3" not in side_prompt  # the summary call
-        for _slot, p in sent[4:]:
-            assert "They discussed topics zero to four." in p and "topic 0" not in p
+        summary_at = at + 1  # requests: one per turn, then the summary
+        assert [s for s, _ in sent[:summary_at]] == [own_slot] * summary_at
+        side_slot, side_prompt = sent[summary_at]
+        assert side_slot == 1 - own_slot  # no `full` prefix reuse here: the side slot
+        assert "topic 0" in side_prompt and f"topic {at}" not in side_prompt
+        following = sent[summary_at + 1][1]  # the next turn: the summary, the last exchange
+        assert "Hello from the fake." in following and "topic 0" not in following
+        assert f"topic {at}" in following and f"answer {at}." in following
+        assert not any(isinstance(e, Compacted) for e in per_turn[at + 1][:2])
+        for _slot, p in sent:
             assert len(p) + 64 <= N_CTX
-        last = sent[-1][1]
-        assert "topic 5" in last and last.startswith(sent[4][1])  # exact extension again
-        assert len([m for m in b.session.messages if m.role == "user"]) == 6  # all kept
-        assert b.history()[0][1].startswith("topic 0")
-        assert [r.side_call for r in b.session.requests] == [False] * 3 + [True] + [False] * 3
+        assert len([m for m in b.session.messages if m.role == "user"]) == 8  # all kept
         saved = load_summary(b.store, b.session.id)
-        assert saved is not None and saved.text == "They discussed topics zero to four."
+        assert saved is not None and saved.text
         # a resumed session sends the compacted prompt, not the whole history
         again = await chat(srv, paths, resume=b.session.id)
+        last = prompts(srv)[-1][1]
         await turn(again, "and?")
         await again.close()
-        assert prompts(srv)[-1][1].startswith(last)
+        assert "topic 0" not in prompts(srv)[-1][1] and "Hello from the fake." in last
+
+
+async def test_a_message_that_does_not_fit_compacts_before_its_request(paths: AppPaths) -> None:
+    with FakeLlamaServer(total_slots=2, n_ctx=N_CTX) as srv:
+        b = await chat(srv, paths)
+        for i in range(3):  # small turns: the next turn's room stays
+            events = await turn(b, f"topic {i}: " + "words " * 15)
+            assert not any(isinstance(e, Compacted) for e in events)
+        srv.script(Reply(text=["They discussed topics zero to two."]), Reply(text=["ok."]))
+        events = await turn(b, "topic 3: " + "words " * 80)  # a paste: over the slot
+        kinds = [type(e).__name__ for e in events]
+        assert kinds.index("Compacted") < kinds.index("TextDelta")  # before the answer
+        c = next(e for e in events if isinstance(e, Compacted))
+        assert c.before + 64 > N_CTX > c.after and c.turns >= 1
+        assert (
+            c.text == f"compacted {c.turns} turn{'s' if c.turns > 1 else ''} into a summary · "
+            f"{c.before:,} → {c.after:,} tokens"
+        )
+        await b.close()
+        sent = prompts(srv)
+        own_slot = sent[0][0]
+        assert [s for s, _ in sent[:5]] == [own_slot] * 3 + [1 - own_slot, own_slot]
+        assert "topic 0" in sent[3][1] and "topic 3" not in sent[3][1]  # the summary call
+        answer_prompt = sent[4][1]
+        assert "They discussed topics zero to two." in answer_prompt
+        assert "topic 0" not in answer_prompt and "topic 3" in answer_prompt
+        assert len(answer_prompt) + 64 <= N_CTX
+        assert [r.side_call for r in b.session.requests][:5] == [False] * 3 + [True, False]
 
 
 async def test_compact_on_demand(paths: AppPaths) -> None:

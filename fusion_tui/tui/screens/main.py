@@ -165,6 +165,7 @@ class MainScreen(ServerScreen):
         if self.reply_running:
             self.app.notify("A reply is streaming; compact after it ends.")
             return
+        await self.settle_reply()
         try:
             note = await self.backend.compact()
         except ServerError as exc:  # Unavailable included
@@ -177,6 +178,7 @@ class MainScreen(ServerScreen):
         if self.reply_running:
             self.app.notify("A new session cannot start now (a reply is streaming?)")
             return
+        await self.settle_reply()
         try:
             await self.backend.new_session()
         except Unavailable as exc:
@@ -191,6 +193,7 @@ class MainScreen(ServerScreen):
         if self.reply_running:
             self.app.notify("A reply is still streaming; Esc cancels it first.")
             return
+        await self.settle_reply()
         try:
             await self.backend.open_session(session_id)
         except Exception as exc:
@@ -225,6 +228,7 @@ class MainScreen(ServerScreen):
 
     @work(exclusive=True, group="reply", exit_on_error=False)
     async def run_reply(self, text: str) -> None:
+        self.reply_answered = False
         message = await self.chat.add_message("assistant")
         status = self.status_line
         measured = False
@@ -250,12 +254,16 @@ class MainScreen(ServerScreen):
                         status.activity = event.text
                         if isinstance(event, Compacted):
                             self.app.notify(event.text, markup=False)
+                            if self.reply_answered:  # compacted ahead: the turn is over
+                                status.activity = ""
                     elif isinstance(event, StreamEnd):
                         measured = True
                         status.turn_finished(
                             event.timings, turn_summary(event.timings, event.id_slot)
                         )
                     elif isinstance(event, ReplyDone):
+                        self.reply_answered = True
+                        self.refresh_bindings()
                         status.activity = ""
                         if event.outcome != "completed" and not measured:
                             status.last_turn = f"last turn {event.outcome}"  # not the one before
@@ -287,6 +295,8 @@ class MainScreen(ServerScreen):
                 self.run_worker(relaunch_after_sigill(self, text), exit_on_error=False)
         except asyncio.CancelledError:
             status.activity = ""
+            if self.reply_answered:  # only the compaction ahead was cut short
+                raise
             status.last_turn = "last turn cancelled"
             note = cut_short_note("cancelled", message.text)
             if tools and not message.text.strip():  # agent mode: the steps above are kept
@@ -295,6 +305,9 @@ class MainScreen(ServerScreen):
             raise
         except Exception as exc:
             status.activity = ""
+            if self.reply_answered:  # the answer stands; the next turn compacts if it must
+                self.app.notify(f"compacting ahead failed: {exc}", markup=False)
+                return
             await message.finish(f"error · {exc}", partial=True)
         finally:
             hide_progress(self)  # prompt progress bar (chat.local)

@@ -8,9 +8,12 @@ launch wizard starts another server), relaunch after a crash, and Stop server.
 
 from __future__ import annotations
 
+from contextlib import suppress
+
 from textual import work
 from textual.screen import Screen
 from textual.widgets import Static
+from textual.worker import Worker, WorkerError
 
 from fusion_tui.chat.backend import Backend, Unavailable
 from fusion_tui.chat.endpoint_view import GroupedSlotView  # several endpoints (issue 14)
@@ -32,6 +35,9 @@ class ServerScreen(Screen[None]):
         self.backend = backend
         self.server_status = ServerStatus()
         self.ready_toast = ReadyToast()  # shown again with the rate once the probe lands
+        self.reply_answered = False
+        """The running turn has its answer (`ReplyDone`); what it still does (compaction
+        ahead) gives way to the user's next move."""
 
     @property
     def chat(self) -> ChatView:
@@ -43,7 +49,20 @@ class ServerScreen(Screen[None]):
 
     @property
     def reply_running(self) -> bool:
-        return any(w.group == "reply" and w.is_running for w in self.workers)
+        """A turn is in flight; once answered, its compaction ahead is no reply (a new turn
+        cuts it short: that turn compacts before its request if it must)."""
+        return self._reply_workers() != [] and not self.reply_answered
+
+    def _reply_workers(self) -> list[Worker[None]]:
+        return [w for w in self.workers if w.group == "reply" and w.is_running]
+
+    async def settle_reply(self) -> None:
+        """Cut short what an answered turn still does before the session or the server changes
+        under it."""
+        for worker in self._reply_workers():
+            worker.cancel()
+            with suppress(WorkerError):
+                await worker.wait()
 
     def report_status(self, status: ServerStatus) -> None:
         self.server_status = status
@@ -122,6 +141,7 @@ class ServerScreen(Screen[None]):
         if self.reply_running:
             self.app.notify("A reply is still streaming; Esc cancels it first.")
             return
+        await self.settle_reply()
         await self.backend.close()
         self.start_server()
 
