@@ -140,6 +140,16 @@ class Recorder:
                 if row.t_call is not None:
                     self._pending_call.setdefault(label, row.t_call)
 
+    def retry_turn(self) -> None:
+        """The driver sends the turn again (a rolling-window client trimmed its history after a
+        refusal): the refused attempt is dropped, its wait counts in the turn's first token."""
+        label = LABEL.get()
+        if label is None or not self.rows or self.rows[-1].label != label:
+            return
+        refused = self.rows.pop()
+        if refused.t_call is not None:
+            self._pending_call.setdefault(label, refused.t_call)
+
     def new_row(self, asked: int) -> Row:
         label = LABEL.get() or Label("?", "?")
         row = Row(self.policy, label, asked, t0=time.monotonic(), epoch=self.epoch)
@@ -288,8 +298,9 @@ def annotate(rows: list[Row], best_side: dict[tuple[str, str, str, int], int]) -
             row.why = "compacted: the prompt now starts with the summary"
         elif lab.kind == "summary":  # the question new, or (on the side slot) all of it
             on_own = prev is not None and prev.slot == row.slot and row.cache_n > 0
-            row.minimum = max(0, row.total - prev.total - prev.predicted_n) if on_own else (
-                row.prompt_n)  # fmt: skip
+            row.minimum = row.prompt_n
+            if prev is not None and on_own:
+                row.minimum = max(0, row.total - prev.total - prev.predicted_n)
             row.why = "summary: continues the session's prompt" if on_own else (
                 "summary: the transcript on a side slot")  # fmt: skip
         elif lab.kind == "side" or prev is None:  # shares only a system prefix with others

@@ -38,7 +38,7 @@ from fusion_tui.chat.local import LocalBackend
 from fusion_tui.chat.slot_keeper import SlotKeeper
 from fusion_tui.chat.titles import TITLE_TOKENS, title_messages
 from fusion_tui.runtime import Connection
-from fusion_tui.server.errors import ServerError
+from fusion_tui.server.errors import ContextExceeded, ServerError
 from fusion_tui.server.types import StreamEvent
 from fusion_tui.sessions.model import Session
 from fusion_tui.sessions.store import SessionStore
@@ -175,6 +175,15 @@ def agent_config(args: Any) -> AgentConfig:
                        sampling={"temperature": 0.0})  # fmt: skip
 
 
+def drop_oldest(history: list[dict[str, str]]) -> bool:
+    """A rolling-window client's trim: the oldest exchange after the system message goes;
+    False when only the system message and the new one are left."""
+    if len(history) <= 2:
+        return False
+    del history[1 : 3 if len(history) > 3 else 2]
+    return True
+
+
 class PlainDriver(Driver):
     def __init__(self, server: Server, rec: Recorder, args: Any, root: Path) -> None:
         super().__init__(server, rec, args, root)
@@ -207,10 +216,17 @@ class PlainDriver(Driver):
         token = LABEL.set(label)
         try:
             self.rec.mark_call()
-            answer = await self._ask(history, self.args.max_tokens)
+            while True:
+                try:
+                    answer = await self._ask(history, self.args.max_tokens)
+                    break
+                except ContextExceeded:  # `rolling`: the oldest exchange goes, the turn again
+                    if self.args.plain_overflow != "rolling" or not drop_oldest(history):
+                        raise
+                    self.rec.retry_turn()
             history.append({"role": "assistant", "content": answer})
         except ServerError:
-            pass  # refused (e.g. context full): the message stays in the history, as a client does
+            pass  # `stop`: refused; the message stays in the history, as such a client does
         finally:
             LABEL.reset(token)
 

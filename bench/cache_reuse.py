@@ -13,7 +13,10 @@ different policies at once), so load and clock drift on a shared machine fall on
   restart         the daemon restarts (fusion-tui saves the slots first), then session 0 resumes
   oversubscribed  8 sessions round robin on 4 slots, with the server's RAM prompt cache at its
                   default (`oversubscribed`) and with --cache-ram 0 (`oversubscribed-ram0`)
-  long            one session that grows past its slot's context (refused turns are counted)
+  long            one session that grows past its slot's context; the plain client drops its
+                  oldest exchanges when a turn is refused and sends it again (a rolling
+                  window, `--plain-overflow rolling`) or stops there (`stop`: refused turns
+                  are counted)
   agent           agent tasks in two workspaces A and B alternating (`AgentHost`/`SessionRunner`)
   swa             `sequential` and `restart` on Gemma 3 270M (sliding window) without --swa-full
 
@@ -277,6 +280,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--long-turns", type=int, default=0, help="turns in long (0: past the slot)")
     ap.add_argument("--agent-tasks", type=int, default=2, help="tasks per workspace in agent")
     ap.add_argument("--agent-steps", type=int, default=2, help="steps per agent task")
+    ap.add_argument("--plain-overflow", choices=("rolling", "stop"), default="rolling",
+                    help="what the plain client does when a turn would not fit its slot (long):"
+                    " drop the oldest exchanges and send again (LM Studio's rolling window),"
+                    " or stop (the turn is refused)")  # fmt: skip
     ap.add_argument("--max-tokens", type=int, default=8)
     ap.add_argument("--parallel", type=int, default=4)
     ap.add_argument("--threads", type=int, default=2)

@@ -156,10 +156,8 @@ async def turn(
     if own:  # the server answered: account for what it evaluated
         req = own[-1]
         total = req.prompt_n + req.cache_n
-        if compacted:
-            minimum = req.prompt_n  # the summary and what follows it are new text
-        else:
-            minimum = max(1, total - last_total.get(sid, 0))
+        # compacted: the summary and what follows it are new text
+        minimum = req.prompt_n if compacted else max(1, total - last_total.get(sid, 0))
         last_total[sid] = total
         tally.prompt_evaluated += req.prompt_n
         tally.prompt_minimum += min(minimum, req.prompt_n)
