@@ -282,7 +282,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--agent-steps", type=int, default=2, help="steps per agent task")
     ap.add_argument("--plain-overflow", choices=("rolling", "stop"), default="rolling",
                     help="what the plain client does when a turn would not fit its slot (long):"
-                    " drop the oldest exchanges and send again (LM Studio's rolling window),"
+                    " drop the oldest exchanges and send again (a rolling window),"
                     " or stop (the turn is refused)")  # fmt: skip
     ap.add_argument("--max-tokens", type=int, default=8)
     ap.add_argument("--parallel", type=int, default=4)
