@@ -130,21 +130,24 @@ class SlotRoom(SlotOwners):
         None when neither exists (an external server has no saved slots: no eviction)."""
         if self.conn is None or self.gate is None or self.archive is None:
             return None
-        try:
-            states = await self.conn.client.slots()
-        except ServerError:
-            states = None
         holders = self.ledger.holders(self.conn.launch_id) if self.ledger is not None else {}
         me = self.session.id
         others = {s for s, h in holders.items() if h.session_id != me}
         own_pins = set(self.pool.pins.values())
         taken = own_pins | others | (set() if self.ledger is not None else set(self.known_owners()))
-        avoid = () if self.side_slot is None else (self.side_slot,)
-        slot = choose_restore_slot(
-            states, self.pool.total_slots, pinned=taken, held=self.gate.held, avoid=avoid
-        )
-        if slot is not None:
-            return slot
+        if not set(range(self.pool.total_slots)) <= taken | set(self.gate.held):
+            # some slot may be free: `/slots` says which is idle (else, every slot taken, the
+            # poll is skipped: it could only confirm that, and it sits on a first token)
+            try:
+                states = await self.conn.client.slots()
+            except ServerError:
+                states = None
+            avoid = () if self.side_slot is None else (self.side_slot,)
+            slot = choose_restore_slot(
+                states, self.pool.total_slots, pinned=taken, held=self.gate.held, avoid=avoid
+            )
+            if slot is not None:
+                return slot
         victim = choose_victim(holders, self.pool.total_slots, own_pins | set(self.gate.held), me)
         if victim is None:
             return None

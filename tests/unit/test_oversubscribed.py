@@ -34,8 +34,15 @@ async def test_six_sessions_on_two_slots_round_robin_come_back_from_disk(
                     b, f"session {k} round {r}: " + "context " * (40 if r == 0 else 2)
                 )
                 notes.append([e.text for e in events if isinstance(e, Notice)])
+        mark = len(srv.requests)
+        room = await backends[0].keeper.room()  # session 0 is on disk, both slots are held
+        polls = [q.path for q in srv.requests[mark:] if q.path == "/slots"]
+        saves = [q.path for q in srv.requests[mark:] if "action=save" in q.path]
         for b in backends:
             await b.close()
+    # with every slot held, making room asks `/slots` nothing (the ledger knows who is where);
+    # what is left is the gate's busy check before a save (this fake is not an exclusive daemon)
+    assert room in (0, 1) and len(polls) == len(saves) <= 1, (polls, saves)
     took = [n for ns in notes for n in ns if n.startswith("took slot")]
     restores = [n for ns in notes for n in ns if n.startswith("restored the saved slot")]
     assert len(restores) == 6 * 2, "\n".join(str(n) for n in notes)
