@@ -167,6 +167,7 @@ class LocalRequests:
         if not side:
             self.keeper.pin_answer(end.id_slot)
             self.keeper.measured_prompt(t.prompt_n, t.prompt_per_second)
+            self.keeper.answered_reusing(t.cache_n)
         self.session.record_request(
             id_slot=end.id_slot,
             prompt_n=t.prompt_n,

@@ -168,6 +168,8 @@ class SlotKeeper(SlotRoom):
         if not any(not r.side_call for r in session.requests):
             slot = await self.fresh_slot()
             room = await self.room() if slot < 0 else slot
+            if room is not None:
+                self._landed(restored=False)  # a slot another session held: the server's RAM
             return -1 if room is None else room
         mine = session.pinned_slot
         if mine is not None and self._taken(mine):

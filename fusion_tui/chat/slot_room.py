@@ -26,6 +26,7 @@ from fusion_tui.slots.archive import (
     Restored,
     choose_restore_slot,
 )
+from fusion_tui.slots.ram_cache import RamCacheModel, ram_cache_for, rides_ram
 from fusion_tui.slots.room import Holder, choose_victim, restore_is_cheaper
 
 RESTORE_NOT_REUSED = (
@@ -55,6 +56,39 @@ class SlotRoom(SlotOwners):
         """Measured bytes per second of a slot restore."""
         self.prompt_rate: float | None = None
         """Measured prompt tokens per second (the largest recent prompt's)."""
+        self._victim: tuple[str, int] | None = None
+        """The session whose slot `room` just gave us, and its state's bytes (from its file)."""
+        self._ram_expects = 0
+        """Tokens the next answer must reuse: the session rode the server's RAM cache."""
+
+    def exclusive(self) -> bool:
+        """Only this process sends to the server (`SlotKeeper`'s check)."""
+        return False
+
+    def _ram(self) -> RamCacheModel | None:
+        """The process's model of the server's RAM prompt cache, while only we send to it."""
+        record = self.conn.record if self.conn is not None else None
+        if self.conn is None or record is None or not self.exclusive():
+            return None
+        return ram_cache_for(self.conn.launch_id, record.argv)
+
+    def _landed(self, restored: bool) -> None:
+        """The session got the slot `room` chose: the server moved that slot's session to its
+        RAM cache unless a disk restore overwrote it; ours is in a slot again."""
+        ram, victim, self._victim = self._ram(), self._victim, None
+        if ram is None:
+            return
+        if victim is not None and not restored:
+            ram.pushed(*victim)
+        ram.loaded(self.session.id)
+
+    def answered_reusing(self, cache_n: int) -> None:
+        """The session's answer reused `cache_n` tokens: after a ride on the server's RAM cache,
+        less than its saved prompt means the model was wrong; disk restores from then on."""
+        expected, self._ram_expects = self._ram_expects, 0
+        ram = self._ram()
+        if expected and ram is not None and cache_n + 16 < 0.9 * expected:
+            ram.missed()
 
     def restores_are_reused(self) -> bool:
         """Whether this server can reuse a restored slot: not on a sliding-window model without
@@ -112,22 +146,35 @@ class SlotRoom(SlotOwners):
             tag = self.archive.check(self.session.id, server_facts(self.conn))
         except ArchiveRefused as exc:
             self.notes.append(f"slot {self.session.pinned_slot} now holds another session; {exc}")
+            self._landed(restored=False)
             return slot
         if not self.restores_are_reused():
             self.notes.append(RESTORE_NOT_REUSED)
+            self._landed(restored=False)
             return slot
         if not restore_is_cheaper(tag.n_saved, tag.n_bytes, self.restore_rate, self.prompt_rate):
             self.notes.append("reading the prompt again is cheaper than restoring its saved slot")
+            self._landed(restored=False)
+            return slot
+        if rides_ram(self._ram(), self.session.id, tag.n_saved, self.prompt_rate):
+            self.notes.append(
+                f"slot {slot}: the server's RAM prompt cache holds this session's prompt "
+                "(no restore from disk)"
+            )
+            self._ram_expects = tag.n_saved
+            self._landed(restored=False)
             return slot
         note = await self._restore_into(slot)
         if note is not None:
             self.notes.append(note)
+        self._landed(restored=note is not None)
         return slot
 
     async def room(self) -> int | None:
         """A slot for the current session that costs no other session its cache: an idle one
         no session holds, else the least recently used other session's, saved to disk first.
         None when neither exists (an external server has no saved slots: no eviction)."""
+        self._victim = None
         if self.conn is None or self.gate is None or self.archive is None:
             return None
         holders = self.ledger.holders(self.conn.launch_id) if self.ledger is not None else {}
@@ -155,6 +202,7 @@ class SlotRoom(SlotOwners):
         with anyio.move_on_after(SAVE_DEADLINE):
             try:
                 tag, saved_now = await self._on_disk(victim, holders[victim])
+                self._victim = (owner, tag.n_bytes)
                 self.notes.append(
                     f"saved slot {victim} ({tag.n_saved:,} tokens of session {owner}) to disk "
                     "to make room"
