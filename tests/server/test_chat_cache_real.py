@@ -18,7 +18,8 @@ server = server_fixture("chat-cache-home", parallel=2, ctx=4096)
 
 
 async def backend(srv: RealServer, max_tokens: int = 12, **kw: Any) -> LocalBackend:
-    b = LocalBackend(srv.settings(max_tokens), srv.paths, connector=srv.connector(), **kw)
+    kw.setdefault("connector", srv.connector())
+    b = LocalBackend(srv.settings(max_tokens), srv.paths, **kw)
     await b.start(lambda _s: None)
     return b
 
@@ -120,3 +121,38 @@ async def test_six_sessions_on_two_slots_come_back_from_disk(server: RealServer)
         first, second = own_requests(b)
         assert second.cache_n >= first.prompt_n + first.cache_n, (first, second)
         assert second.prompt_n <= 24, second  # the new turn only
+
+
+async def test_six_sessions_on_two_slots_ride_the_servers_ram_cache_back(
+    server: RealServer,
+) -> None:
+    """The app's own launch (only we send to it), the server's RAM prompt cache on (default): a
+    returning session whose slot another took is sent there without a disk restore; the server
+    moves the other session's prompt to RAM and brings this one back from it."""
+    from dataclasses import replace
+
+    from fusion_tui.chat.events import Notice
+    from tests.server.real_backend import long_text
+
+    plain_connect = server.connector()
+
+    async def launched(*a: Any, **kw: Any) -> Any:
+        return replace(await plain_connect(*a, **kw), launched=True)
+
+    sessions = [await backend(server, max_tokens=4, connector=launched) for _ in range(6)]
+    rode: list[str] = []
+    restored: list[str] = []
+    for r in range(2):
+        for k, b in enumerate(sessions):
+            text = long_text(60, seed=40 + k) if r == 0 else "And then?"
+            events = await completed_turn(b, text)
+            notes = [e.text for e in events if isinstance(e, Notice)]
+            rode += [n for n in notes if "RAM prompt cache holds" in n]
+            restored += [n for n in notes if n.startswith("restored the saved slot")]
+    for b in sessions:
+        await b.close()
+    assert len(rode) >= 4 and not restored, (rode, restored)
+    for b in sessions:
+        first, second = own_requests(b)
+        assert second.cache_n >= first.prompt_n + first.cache_n, (first, second)
+        assert second.prompt_n <= 24, second  # the new turn only: the RAM cache had it all
