@@ -148,6 +148,8 @@ class SessionRunner:
         packer = resume_packer(self.host, self._messages)
         sink = on_event or (lambda _e: None)
 
+        reused_checked: list[bool] = []
+
         def record(event: AgentEvent) -> None:
             inner = event.event if isinstance(event, WorkerEvent) else event
             if isinstance(inner, RequestDone) and self.host.routing is not None:  # issue 14
@@ -156,6 +158,9 @@ class SessionRunner:
                 event = inner if main else replace(event, event=inner)  # type: ignore[arg-type]
             if isinstance(inner, RequestDone):
                 _record_request(session, inner, self.wall_clock)
+                if self.slots is not None and inner is event and not reused_checked:
+                    reused_checked.append(True)  # the task's first answer: as promised?
+                    self.slots.answered_reusing(inner.cache_n)
             elif isinstance(event, ToolFinished):
                 tools.append(event)
                 session.messages.append(_tool_message(event))
