@@ -44,6 +44,10 @@ __all__ = ["AgentConfig", "AgentDeps", "TaskResult", "run_task", "tools_for"]
 """`session_run` and the tests import the task's types from here too (they live in `task`)."""
 
 
+LOG_CHARS = 60_000
+"""At most this much of the work log goes into a compaction's summary request."""
+SUMMARY_OVERHEAD = 256
+"""Tokens of the summary request besides the log: its instruction and the template."""
 REPAIR_NOTE = "Your reply was not a valid action: {error}. Reply with exactly one JSON action."
 
 
@@ -153,16 +157,34 @@ class _Run:
                 self.deps.slots.pin(self.sid, self.slot)
         return reply
 
+    def context(self) -> int:
+        """The slot's context now (the meter follows a move to another endpoint)."""
+        if self.deps.context_size is not None:
+            self.meter.n_ctx = self.deps.context_size()
+        return self.meter.n_ctx
+
+    def log_chars(self) -> int:
+        """How much of the work log the summary request can carry: what fits the slot beside
+        the summary's answer (the meter's chars per token, else 2), at most 60,000."""
+        n_ctx = self.context()
+        if n_ctx <= 0:
+            return LOG_CHARS
+        room = n_ctx - min(self.cfg.summary_n_predict, n_ctx // 4) - SUMMARY_OVERHEAD
+        m = self.meter
+        per_token = m.prompt_chars / m.prompt_tokens if m.prompt_tokens > 0 else 2.0
+        return max(0, min(LOG_CHARS, int(room * per_token)))
+
     async def compact(self) -> None:
         """Deliberate side call: summarize the transcript on the side slot, then restart on it."""
         before = self.meter.used_tokens
         log = "\n\n".join(f"[{m.role}] {m.text}" for m in self.packer.messages)
+        keep = self.log_chars()
         side = PromptPacker(
             self.deps.frame,
             "Summarize this coding agent's work log: facts found, files changed, "
             "what remains. Be brief and concrete.",
         )
-        side.add_user(log[-60_000:], kind="note")
+        side.add_user(log[-keep:] if keep else "", kind="note")
         body: dict[str, Any] = {
             **self.cfg.sampling,
             "prompt": side.prompt(),
@@ -191,7 +213,7 @@ class _Run:
     async def next_action(self) -> tuple[Action | None, Reply]:
         """One step's reply, with one in-step repair on the same slot."""
         if self.meter.near_limit(
-            len(self.packer.prompt()), min(self.cfg.n_predict, self.deps.n_ctx // 4),
+            len(self.packer.prompt()), min(self.cfg.n_predict, self.context() // 4),
             self.cfg.compact_threshold,
         ):  # fmt: skip
             await self.compact()

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Protocol, runtime_checkable
 
-from fusion_tui.chat.endpoint_view import EndpointSlotView
+from fusion_tui.chat.endpoint_view import EndpointSlotView, follow, grouped_view
 from fusion_tui.chat.events import EndpointMoved, Notice, ReplyEvent, TurnEndpoint
 from fusion_tui.chat.server_stop import stop_beside_remote
 from fusion_tui.chat.slot_keeper import SlotKeeper
@@ -91,11 +91,6 @@ def prompt_estimate(backend: LocalBackend) -> int:
     return own[-1].prompt_n + own[-1].cache_n if own else 0
 
 
-def _attach(backend: LocalBackend, route: Route) -> None:
-    if backend.keeper.conn is not route.conn:
-        backend.keeper.attach(route.conn)
-
-
 async def before_turn(backend: LocalBackend) -> tuple[int, list[ReplyEvent]]:
     """Place the session's next request and attach the keeper there: (slot, the events that
     say where: the endpoint, and a note when the placement is worth saying)."""
@@ -115,7 +110,7 @@ async def before_turn(backend: LocalBackend) -> tuple[int, list[ReplyEvent]]:
     route = await pins.route(placed)
     moved = placed.moved_from if placed.action == "move" else None
     backend.endpoint_turn = TurnRoute(route, moved)
-    _attach(backend, route)
+    follow(backend.keeper, route.conn)
     if len(pins.labels) > 1:  # the status line names it only with several endpoints
         notes.append(TurnEndpoint(route.label))
     if moved is not None:  # headless chat says it on stderr (the TUI asked first)
@@ -216,4 +211,4 @@ def slot_view(backend: LocalBackend) -> EndpointSlotView:
         turn = backend.endpoint_turn
         return turn.route.label if turn is not None else pins.label_of(backend.keeper.conn)
 
-    return EndpointSlotView(backend.keeper, pins, current)
+    return grouped_view(backend.keeper, pins, current)
