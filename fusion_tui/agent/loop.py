@@ -163,40 +163,26 @@ class _Run:
             self.meter.n_ctx = self.deps.context_size()
         return self.meter.n_ctx
 
-    def log_chars(self) -> int:
-        """How much of the work log the summary request can carry: what fits the slot beside
-        the summary's answer (the meter's chars per token, else 2), at most 60,000."""
+    def summary_room(self) -> int:
+        """Tokens the compaction's work log may take: the slot less the summary's answer and
+        the request's own words."""
         n_ctx = self.context()
-        if n_ctx <= 0:
-            return LOG_CHARS
-        room = n_ctx - min(self.cfg.summary_n_predict, n_ctx // 4) - SUMMARY_OVERHEAD
-        m = self.meter
-        per_token = m.prompt_chars / m.prompt_tokens if m.prompt_tokens > 0 else 2.0
-        return max(0, min(LOG_CHARS, int(room * per_token)))
+        return n_ctx - min(self.cfg.summary_n_predict, n_ctx // 4) - SUMMARY_OVERHEAD
 
     async def compact(self) -> None:
-        """Deliberate side call: summarize the transcript on the side slot, then restart on it."""
+        """Deliberate side call: summarize the transcript on the side slot, then restart on it.
+        The log is cut to the slot (the meter's chars per token, else 2); when the slot still
+        refuses it (a smaller endpoint after a move), once more cut by the refused count."""
         before = self.meter.used_tokens
         log = "\n\n".join(f"[{m.role}] {m.text}" for m in self.packer.messages)
-        keep = self.log_chars()
-        side = PromptPacker(
-            self.deps.frame,
-            "Summarize this coding agent's work log: facts found, files changed, "
-            "what remains. Be brief and concrete.",
-        )
-        side.add_user(log[-keep:] if keep else "", kind="note")
-        body: dict[str, Any] = {
-            **self.cfg.sampling,
-            "prompt": side.prompt(),
-            "id_slot": self.deps.slots.side_call_slot(),
-            "cache_prompt": False,
-            "stream": True,
-            "n_predict": self.cfg.summary_n_predict,
-        }
-        reply = await stream_request(
-            self.deps.completion, body, step=self.step, purpose="compaction", clock=self.clock,
-            deadline=self.ceiling, cancel=self.cancel, on_event=self.emit,
-        )  # fmt: skip
+        m = self.meter
+        per_token = m.prompt_chars / m.prompt_tokens if m.prompt_tokens > 0 else 2.0
+        keep = min(LOG_CHARS, len(log), int(self.summary_room() * per_token))
+        reply = await self.summary_of(log, keep)
+        refused = reply.exc.n_prompt_tokens if isinstance(reply.exc, ContextExceeded) else 0
+        if refused > 0 and keep > 0:
+            keep = int(keep * max(0, self.summary_room()) / refused * 0.9)
+            reply = await self.summary_of(log, keep)
         if reply.ended != "ok":
             return
         self.archived.append(self.packer.to_dict())
@@ -207,6 +193,27 @@ class _Run:
         else:
             note = "the stable prefix stays cached; the summary and what follows are read anew"
         self.emit(Compacted(self.step, before, len(reply.text), note))
+
+    async def summary_of(self, log: str, keep: int) -> Reply:
+        """The compaction's summary request over the last `keep` characters of `log`."""
+        side = PromptPacker(
+            self.deps.frame,
+            "Summarize this coding agent's work log: facts found, files changed, "
+            "what remains. Be brief and concrete.",
+        )
+        side.add_user(log[-keep:] if keep > 0 else "", kind="note")
+        body: dict[str, Any] = {
+            **self.cfg.sampling,
+            "prompt": side.prompt(),
+            "id_slot": self.deps.slots.side_call_slot(),
+            "cache_prompt": False,
+            "stream": True,
+            "n_predict": self.cfg.summary_n_predict,
+        }
+        return await stream_request(
+            self.deps.completion, body, step=self.step, purpose="compaction", clock=self.clock,
+            deadline=self.ceiling, cancel=self.cancel, on_event=self.emit,
+        )  # fmt: skip
 
     # --- steps -----------------------------------------------------------------------------
 
