@@ -8,10 +8,11 @@ that gets no answer (or whose stream breaks mid-answer) on an endpoint that is g
 another endpoint with the same model (a cold re-read, stated; asked first when there is someone
 to ask: the TUI), once, and is sent again there. Request events are marked with the endpoint's
 label and, on the first request after a move, `moved_from`. After a move `follow` (the backend's
-`SlotKeeper` attached there) gives the gate of the new endpoint, and every request of the run is
-first measured against that endpoint's slot (`context_fit.fits`: its `n_ctx` may be smaller): one
-that does not fit is never sent; the `ContextExceeded` makes the loop compact, and when that does
-not help the turn ends with `moved_too_large`'s sentence.
+`SlotKeeper` attached there) gives the gate of the new endpoint. Every request of the run on an
+endpoint it moved to (mid-run, or placed there by a move) is first measured against a slot there
+(`context_fit.fits`: its `n_ctx` may be smaller): one that does not fit is never sent; its
+`ContextExceeded` makes the loop compact, and when that does not help the turn ends with
+`moved_too_large`'s sentence.
 """
 
 from __future__ import annotations
@@ -99,6 +100,7 @@ class EndpointRun:
         self._came_from = self.label
         if self.route.placement.action == "move":  # placed elsewhere at the start of the run
             self.moved_from = self.route.placement.moved_from
+            self._came_from = self.moved_from or self.label
 
     async def _checked_slot(self, slot: int) -> int:
         """The slot to name on the current endpoint: the loop's slot (mapped after a re-pin or a
@@ -169,7 +171,7 @@ class EndpointRun:
                 if restart:  # the answer broke off and moved: the consumer starts over
                     restart = False
                     yield StreamRestart()
-                if self.route.conn is not self._first_conn:  # moved: its slot may be smaller
+                if self._came_from != self.label:  # moved: its slot may be smaller
                     await self._check_fit(body)
                 got = False
                 label, client = self.label, self.route.conn.client

@@ -177,3 +177,28 @@ async def test_when_even_the_compacted_prompt_cannot_fit_the_turn_ends_saying_wh
     stored = SessionStore.default(paths).load(backend.session.id)
     said = [m.content for m in stored.messages if m.role == "user"]
     assert said == ["read big.txt", "my precious follow-up"]
+
+
+async def test_a_resumed_session_placed_on_a_smaller_slot_is_measured_there_first(
+    paths: AppPaths, big_ws: Path, alpha_beta3: tuple[FakeLlamaServer, FakeLlamaServer]
+) -> None:
+    a, b = alpha_beta3
+    settings = Settings(server=alpha_beta(a, b))
+    first = AgentBackend(settings, paths, big_ws)
+    await first.start(lambda _s: None)
+    a.script(act("read_file", path="big.txt"), act("finish", summary="read it"))
+    await drain(first, "read big.txt")
+    sid = first.session.id
+    await first.close()
+    a.stop()
+    again = AgentBackend(settings, paths, big_ws, resume=sid)
+    await again.start(lambda _s: None)  # placed on beta by a move: alpha is gone
+    b.script(Reply(text=["We read big.txt: lorem ipsum."]), act("finish", summary="there"))
+    try:
+        events = await drain(again, "and now?")
+    finally:
+        await again.close()
+    assert done(events).outcome == "completed", done(events).note
+    assert any(isinstance(e, Notice) and e.text.startswith("compacted the transcript")
+               for e in events)  # fmt: skip
+    assert len(prompts(b)) == 2 and all(len(p) < b.n_ctx for p in prompts(b))  # none refused
