@@ -39,7 +39,7 @@ from fusion_tui.agent.session_run import (
     open_session,
 )
 from fusion_tui.agent.tools.workspace import Workspace
-from fusion_tui.chat.agent_host import open_host
+from fusion_tui.chat.agent_host import open_host, said_events
 from fusion_tui.chat.backend import (
     Said,
     SessionCatalog,
@@ -357,15 +357,15 @@ class AgentBackend:
         )
         task.add_done_callback(lambda _t: queue.put_nowait(None))
         live = LiveStepTracker()
+        shown: list[str] = []
         try:
             while (event := await queue.get()) is not None:
-                while self._notes:  # issue 14: a move or a re-pinned slot, said
-                    yield Notice(self._notes.pop(0))
-                for out in [*reply_events(event), *live.fold(event)]:
+                told = said_events(self._notes, self.host, self.endpoints, shown)
+                for out in [*told, *reply_events(event), *live.fold(event)]:
                     yield out
             report = task.result()
-            while self._notes:
-                yield Notice(self._notes.pop(0))
+            for out in said_events(self._notes, self.host, self.endpoints, shown):
+                yield out
             summary = report.result.summary if report.result is not None else ""
             if summary:
                 yield TextDelta(summary)

@@ -7,7 +7,8 @@ chat's is (`endpoint_turns.before_turn`): its pool and gate are the host's, the 
 names the placed slot, fresh and side slots are chosen among that server's, the shared ledger
 and the saved slot files are that server's, and the slot map's current group is that endpoint
 (`endpoint_view.grouped_view`). When a task moves mid-run (`EndpointRun`), the keeper follows
-(`EndpointRun.follow`) and the session is pinned to the slot it moved to.
+(`EndpointRun.follow`) and the session is pinned to the slot it moved to. Agent mode's turns
+name their endpoint for the status line as the plain chat's do (`said_events`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from functools import partial
 from fusion_tui.agent.endpoint_run import Ask, EndpointRun, Say
 from fusion_tui.agent.host import AgentHost
 from fusion_tui.chat.endpoint_view import follow
+from fusion_tui.chat.events import Notice, ReplyEvent, TurnEndpoint
 from fusion_tui.chat.slot_keeper import SlotKeeper
 from fusion_tui.config import Settings
 from fusion_tui.endpoints.session_pins import EndpointPins, Route
@@ -61,3 +63,19 @@ def _moved(keeper: SlotKeeper, route: Route) -> SlotGate:
         keeper.pool.pin(keeper.session.id, route.slot)
     assert keeper.gate is not None
     return keeper.gate
+
+
+def said_events(
+    notes: list[str], host: AgentHost | None, pins: EndpointPins | None, shown: list[str]
+) -> list[ReplyEvent]:
+    """The notes of a move or a re-pinned slot (taken from `notes`) as chat notices; with several
+    endpoints, the endpoint of the turn when it is new to the turn's `shown` ones (the status
+    line names it, as the plain chat's `TurnEndpoint`)."""
+    out: list[ReplyEvent] = [Notice(note) for note in notes]
+    notes.clear()
+    routing = host.routing if host is not None else None
+    several = pins is not None and len(pins.labels) > 1
+    if routing is not None and several and shown[-1:] != [routing.label]:
+        shown.append(routing.label)
+        out.append(TurnEndpoint(routing.label))
+    return out

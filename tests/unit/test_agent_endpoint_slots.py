@@ -15,7 +15,7 @@ import pytest
 
 from fusion_tui.chat.agent_backend import AgentBackend
 from fusion_tui.chat.endpoint_view import GroupedSlotView
-from fusion_tui.chat.events import Notice, ReplyDone
+from fusion_tui.chat.events import Notice, ReplyDone, TurnEndpoint
 from fusion_tui.config import Settings
 from fusion_tui.paths import AppPaths
 from fusion_tui.sessions.store import SessionStore
@@ -114,6 +114,7 @@ async def test_after_a_move_mid_task_the_keeper_and_the_slot_map_follow_the_sess
     finally:
         await backend.close()
     assert done(moved).outcome == "completed"
+    assert [e.label for e in moved if isinstance(e, TurnEndpoint)] == ["alpha", "beta"]
     assert groups["beta"].current and not groups["alpha"].current and beta_slots == 3
     session = backend.session
     served = [r.slot for r in b.requests if r.path.startswith("/completion")]
