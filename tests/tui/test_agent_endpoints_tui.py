@@ -1,5 +1,6 @@
 """Pilot test of agent mode over two endpoints (issue 14): a session that runs on the second one
-gets the slot map grouped by endpoint, with that endpoint marked current and its own slots."""
+gets the slot map grouped by endpoint, with that endpoint marked current and its own slots, and
+the status line names that endpoint once a turn ran there."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from fusion_tui.paths import AppPaths
 from fusion_tui.sessions.store import SessionStore
 from fusion_tui.tui.app import build_app
 from fusion_tui.tui.widgets.endpoint_slot_map import EndpointSlotMap
+from fusion_tui.tui.widgets.status_line import StatusLine
 from tests.fakes.fake_server import FakeLlamaServer
 from tests.unit.cli_support import act
 from tests.unit.endpoint_support import alpha_beta
@@ -51,5 +53,12 @@ async def test_an_agent_session_on_the_second_endpoint_has_the_grouped_slot_map(
             listing = maps[0].query_one("#slot-list", OptionList)
             count = listing.option_count
             lines = [str(listing.get_option_at_index(i).prompt) for i in range(count)]
+            b.script(act("finish", summary="done there"))
+            await pilot.press(*"go on", "enter")
+            await pilot.pause()
+            await app.screen.workers.wait_for_complete()
+            await pilot.pause()
+            status = str(app.screen.query_one(StatusLine).render())
     assert len(lines) == 7, lines  # two headers, alpha's 2 slots, beta's 3
     assert lines[0].startswith("  alpha ·") and lines[3].startswith("◆ beta ·"), lines
+    assert status.startswith("beta · "), status  # the status line names the turn's endpoint
