@@ -25,6 +25,7 @@ from fusion_tui.atomic import atomic_write
 from fusion_tui.chat.chat_prompt import ChatSummary, chat_prompt, chat_turns
 from fusion_tui.chat.events import Compacted
 from fusion_tui.endpoints.context_fit import Counter, fits
+from fusion_tui.endpoints.context_fit import reply_reserve as reply_reserve  # kept importable here
 from fusion_tui.sessions.model import Message, Session
 from fusion_tui.sessions.store import SessionStore
 
