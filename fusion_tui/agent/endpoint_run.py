@@ -27,7 +27,7 @@ from fusion_tui.endpoints.context_fit import fits, moved_too_large, reply_reserv
 from fusion_tui.endpoints.placement import Pin, Placement, check_pin, failover
 from fusion_tui.endpoints.session_pins import EndpointPins, Route
 from fusion_tui.runtime import Connection
-from fusion_tui.server.errors import ProtocolError, ServerUnreachable, StreamStalled
+from fusion_tui.server.errors import ProtocolError, ServerError, ServerUnreachable, StreamStalled
 from fusion_tui.server.types import StreamEvent
 from fusion_tui.sessions import model as sm
 from fusion_tui.slots.gate import OnWait, SlotGate, slots_busy_probe
@@ -154,7 +154,10 @@ class EndpointRun:
         async def count(text: str) -> int:
             return len(await conn.client.tokenize(text, add_special=True))
 
-        ok, tokens = await fits(prompt, n_ctx, reserve, count)
+        try:
+            ok, tokens = await fits(prompt, n_ctx, reserve, count)
+        except ServerError:  # not counted: the server itself says when it does not fit
+            return
         if not ok:
             raise moved_too_large(tokens, n_ctx, self.label, self._came_from)
 

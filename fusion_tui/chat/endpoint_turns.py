@@ -34,6 +34,7 @@ from fusion_tui.endpoints.session_pins import (
 )
 from fusion_tui.paths import AppPaths
 from fusion_tui.runtime import Connection, release
+from fusion_tui.server.errors import ServerError
 from fusion_tui.server.types import StreamEnd
 from fusion_tui.sessions.model import Session
 
@@ -153,7 +154,10 @@ async def check_fit(backend: LocalBackend, content: dict[str, Any]) -> None:
     async def count(text: str) -> int:
         return len(await conn.client.tokenize(text, add_special=True))
 
-    ok, tokens = await fits(str(content["prompt"]), n_ctx, reserve, count)
+    try:
+        ok, tokens = await fits(str(content["prompt"]), n_ctx, reserve, count)
+    except ServerError:  # not counted: the server itself says when it does not fit
+        return
     if not ok:
         raise moved_too_large(tokens, n_ctx, turn.route.label, turn.moved_from)
 
