@@ -167,6 +167,8 @@ class _Run:
         """Tokens the compaction's work log may take: the slot less the summary's answer and
         the request's own words."""
         n_ctx = self.context()
+        if n_ctx <= 0:  # not known: the log as it always went
+            return LOG_CHARS
         return n_ctx - min(self.cfg.summary_n_predict, n_ctx // 4) - SUMMARY_OVERHEAD
 
     async def compact(self) -> None:
@@ -175,13 +177,15 @@ class _Run:
         refuses it (a smaller endpoint after a move), once more cut by the refused count."""
         before = self.meter.used_tokens
         log = "\n\n".join(f"[{m.role}] {m.text}" for m in self.packer.messages)
-        m = self.meter
+        m, room = self.meter, self.summary_room()
+        if room <= 0:  # the slot cannot hold a summary request: nothing to gain
+            return
         per_token = m.prompt_chars / m.prompt_tokens if m.prompt_tokens > 0 else 2.0
-        keep = min(LOG_CHARS, len(log), int(self.summary_room() * per_token))
+        keep = min(LOG_CHARS, len(log), int(room * per_token))
         reply = await self.summary_of(log, keep)
         refused = reply.exc.n_prompt_tokens if isinstance(reply.exc, ContextExceeded) else 0
         if refused > 0 and keep > 0:
-            keep = int(keep * max(0, self.summary_room()) / refused * 0.9)
+            keep = int(keep * room / refused * 0.9)
             reply = await self.summary_of(log, keep)
         if reply.ended != "ok":
             return
