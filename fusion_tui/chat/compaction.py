@@ -115,7 +115,7 @@ def summary_prompt(
     if previous is not None and previous.text.strip():
         transcript = f"Summary of what came before:\n{previous.text.strip()}\n\n{transcript}"
     if max_chars is not None and len(transcript) > max_chars:
-        transcript = "…" + transcript[-max_chars:]
+        transcript = "…" + (transcript[-max_chars:] if max_chars > 0 else "")
     ask = f"Summarise this conversation:\n\n{transcript}"
     return (
         frame.start
@@ -265,11 +265,16 @@ class Compactor:
         """The summary side call; the transcript cut to fit the side slot."""
         prompt = summary_prompt(self.frame, previous, messages, start, end)
         budget = self.n_ctx - self.summary_tokens - 8
+        bare = summary_prompt(self.frame, previous, messages, start, end, max_chars=0)
+        chars = len(prompt) - len(bare) + 1  # the transcript's length ("…" stands for it there)
         for _ in range(3):
             n = await self.count(prompt)
             if n <= budget:
                 break
-            chars = int(len(prompt) * budget / n * 0.9)
+            # cut the excess (in characters, at the prompt's own rate) off the transcript: the
+            # instruction and the template around it stay, so scaling the whole would not shrink
+            excess = int((n - budget) * len(prompt) / n * 1.1) + 1
+            chars = max(0, chars - excess)
             prompt = summary_prompt(self.frame, previous, messages, start, end, max_chars=chars)
         body = {"prompt": prompt, "n_predict": self.summary_tokens, "temperature": 0.0}
         return (await self.side_call(body)).strip()

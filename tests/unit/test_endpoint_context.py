@@ -90,3 +90,22 @@ async def test_a_turn_that_cannot_fit_the_smaller_slot_ends_saying_what_to_do(
     stored = SessionStore.default(paths).load(backend.session.id)
     said = [m.content for m in stored.messages if m.role == "user"]
     assert said[-1] == words and len(said) == 2
+
+
+async def test_the_summary_request_itself_is_cut_to_fit_the_smaller_slot(
+    big_small: tuple[FakeLlamaServer, FakeLlamaServer], paths: AppPaths
+) -> None:
+    a, b = big_small
+    settings: Settings = replace(fast_settings(), server=alpha_beta(a, b))
+    settings = replace(settings, llm=replace(settings.llm, max_tokens=6))  # a 6-token summary
+    backend = FakeChatBackend(settings, paths)
+    await backend.start(lambda _s: None)
+    try:
+        await turn(backend, "Remember these: " + "apple, banana, cherry, " * 40)  # 936 chars
+        a.stop()
+        b.script(Reply(text=["Fruits."]), Reply(text=["Apple."]))
+        events = await turn(backend, "Which fruit came first?")
+    finally:
+        await backend.close()
+    assert done(events).outcome == "completed", done(events).note
+    assert len(prompts(b)) == 2 and all(len(p) < b.n_ctx for p in prompts(b))  # none refused
