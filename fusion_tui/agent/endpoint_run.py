@@ -7,7 +7,12 @@ client keeps busy is never named; the request goes to a free slot and a note say
 that gets no answer (or whose stream breaks mid-answer) on an endpoint that is gone moves to
 another endpoint with the same model (a cold re-read, stated; asked first when there is someone
 to ask: the TUI), once, and is sent again there. Request events are marked with the endpoint's
-label and, on the first request after a move, `moved_from`.
+label and, on the first request after a move, `moved_from`. After a move `follow` (the backend's
+`SlotKeeper` attached there) gives the gate of the new endpoint. Every request of the run on an
+endpoint it moved to (mid-run, or placed there by a move) is first measured against a slot there
+(`context_fit.fits`: its `n_ctx` may be smaller): one that does not fit is never sent; its
+`ContextExceeded` makes the loop compact, and when that does not help the turn ends with
+`moved_too_large`'s sentence.
 """
 
 from __future__ import annotations
@@ -18,10 +23,11 @@ from typing import Any
 
 from fusion_tui.agent.events import RequestDone
 from fusion_tui.agent.request import CompletionFn, StreamRestart
+from fusion_tui.endpoints.context_fit import fits, moved_too_large, reply_reserve
 from fusion_tui.endpoints.placement import Pin, Placement, check_pin, failover
 from fusion_tui.endpoints.session_pins import EndpointPins, Route
 from fusion_tui.runtime import Connection
-from fusion_tui.server.errors import ProtocolError, ServerUnreachable, StreamStalled
+from fusion_tui.server.errors import ProtocolError, ServerError, ServerUnreachable, StreamStalled
 from fusion_tui.server.types import StreamEvent
 from fusion_tui.sessions import model as sm
 from fusion_tui.slots.gate import OnWait, SlotGate, slots_busy_probe
@@ -29,6 +35,8 @@ from fusion_tui.slots.gate import OnWait, SlotGate, slots_busy_probe
 Say = Callable[[str], None]
 Ask = Callable[[Placement], Awaitable[bool]]
 """Asked before a session moves to another endpoint: True moves (a cold re-read), False waits."""
+Follow = Callable[[Route], SlotGate]
+"""Told where the session moved (the slot policy follows it there); the gate to use there."""
 NO_ANSWER = (ServerUnreachable, ProtocolError)
 
 
@@ -61,6 +69,8 @@ class EndpointRun:
     moves: list[Placement] = field(default_factory=list)
     ask: Ask | None = None
     """Asked before a move (the TUI's agent mode); None moves (headless `run`)."""
+    follow: Follow | None = None
+    """Told after a move (the keeper attached to the new endpoint); None: a gate of its own."""
     _slot_map: dict[int, int] = field(default_factory=dict)
     _gates: dict[str, SlotGate] = field(default_factory=dict)
     _last_prompt: int = 0
@@ -68,6 +78,11 @@ class EndpointRun:
     @property
     def label(self) -> str:
         return self.route.label
+
+    @property
+    def conn(self) -> Connection:
+        """The connection of the endpoint the run is on now."""
+        return self.route.conn
 
     def _gate(self, home: SlotGate) -> SlotGate:
         if self.route.conn is self._first_conn:
@@ -82,8 +97,10 @@ class EndpointRun:
 
     def __post_init__(self) -> None:
         self._first_conn = self.route.conn
+        self._came_from = self.label
         if self.route.placement.action == "move":  # placed elsewhere at the start of the run
             self.moved_from = self.route.placement.moved_from
+            self._came_from = self.moved_from or self.label
 
     async def _checked_slot(self, slot: int) -> int:
         """The slot to name on the current endpoint: the loop's slot (mapped after a re-pin or a
@@ -121,8 +138,28 @@ class EndpointRun:
         before = self.label
         self.route = await self.pins.route(placed)
         self.moved_from = self.moved_from or before
+        self._came_from = before
         self.moves.append(placed)
+        if self.follow is not None:  # the slot policy follows: its gate is the new server's
+            self._gates[self.label] = self.follow(self.route)
         return placed.slot
+
+    async def _check_fit(self, body: dict[str, Any]) -> None:
+        """On the endpoint the run moved to: `MovedTooLarge` (nothing sent) when the prompt
+        and its answer do not fit a slot there."""
+        conn, prompt = self.route.conn, str(body.get("prompt", ""))
+        n_ctx = conn.props.n_ctx
+        reserve = reply_reserve(n_ctx, int(body.get("n_predict", -1)))
+
+        async def count(text: str) -> int:
+            return len(await conn.client.tokenize(text, add_special=True))
+
+        try:
+            ok, tokens = await fits(prompt, n_ctx, reserve, count)
+        except ServerError:  # not counted: the server itself says when it does not fit
+            return
+        if not ok:
+            raise moved_too_large(tokens, n_ctx, self.label, self._came_from)
 
     def completion(
         self, home_gate: SlotGate, idle_timeout: float | None, on_wait: OnWait | None
@@ -137,6 +174,8 @@ class EndpointRun:
                 if restart:  # the answer broke off and moved: the consumer starts over
                     restart = False
                     yield StreamRestart()
+                if self._came_from != self.label:  # moved: its slot may be smaller
+                    await self._check_fit(body)
                 got = False
                 label, client = self.label, self.route.conn.client
                 try:

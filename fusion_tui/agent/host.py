@@ -145,9 +145,21 @@ class AgentHost:
         return gated_completion(stream, self.gate, self.on_wait)
 
     @property
+    def current(self) -> Connection:
+        """The connection the session's requests go to now: with several endpoints the run's
+        endpoint (it changes on a move), else the host's own."""
+        return self.routing.conn if self.routing is not None else self.conn
+
+    @property
+    def n_ctx(self) -> int:
+        """The context of a slot where the requests go now."""
+        return self.current.props.n_ctx
+
+    @property
     def identity(self) -> sm.ServerIdentity:
-        props = self.conn.props
-        return sm.ServerIdentity(props.model_path, self.conn.launch_id, props.total_slots)
+        conn = self.current
+        props = conn.props
+        return sm.ServerIdentity(props.model_path, conn.launch_id, props.total_slots)
 
     @property
     def prefix_hash(self) -> str:

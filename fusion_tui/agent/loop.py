@@ -44,6 +44,10 @@ __all__ = ["AgentConfig", "AgentDeps", "TaskResult", "run_task", "tools_for"]
 """`session_run` and the tests import the task's types from here too (they live in `task`)."""
 
 
+LOG_CHARS = 60_000
+"""At most this much of the work log goes into a compaction's summary request."""
+SUMMARY_OVERHEAD = 256
+"""Tokens of the summary request besides the log: its instruction and the template."""
 REPAIR_NOTE = "Your reply was not a valid action: {error}. Reply with exactly one JSON action."
 
 
@@ -153,28 +157,36 @@ class _Run:
                 self.deps.slots.pin(self.sid, self.slot)
         return reply
 
+    def context(self) -> int:
+        """The slot's context now (the meter follows a move to another endpoint)."""
+        if self.deps.context_size is not None:
+            self.meter.n_ctx = self.deps.context_size()
+        return self.meter.n_ctx
+
+    def summary_room(self) -> int:
+        """Tokens the compaction's work log may take: the slot less the summary's answer and
+        the request's own words."""
+        n_ctx = self.context()
+        if n_ctx <= 0:  # not known: the log as it always went
+            return LOG_CHARS
+        return n_ctx - min(self.cfg.summary_n_predict, n_ctx // 4) - SUMMARY_OVERHEAD
+
     async def compact(self) -> None:
-        """Deliberate side call: summarize the transcript on the side slot, then restart on it."""
+        """Deliberate side call: summarize the transcript on the side slot, then restart on it.
+        The log is cut to the slot (the meter's chars per token, else 2); when the slot still
+        refuses it (a smaller endpoint after a move), once more cut by the refused count."""
         before = self.meter.used_tokens
         log = "\n\n".join(f"[{m.role}] {m.text}" for m in self.packer.messages)
-        side = PromptPacker(
-            self.deps.frame,
-            "Summarize this coding agent's work log: facts found, files changed, "
-            "what remains. Be brief and concrete.",
-        )
-        side.add_user(log[-60_000:], kind="note")
-        body: dict[str, Any] = {
-            **self.cfg.sampling,
-            "prompt": side.prompt(),
-            "id_slot": self.deps.slots.side_call_slot(),
-            "cache_prompt": False,
-            "stream": True,
-            "n_predict": self.cfg.summary_n_predict,
-        }
-        reply = await stream_request(
-            self.deps.completion, body, step=self.step, purpose="compaction", clock=self.clock,
-            deadline=self.ceiling, cancel=self.cancel, on_event=self.emit,
-        )  # fmt: skip
+        m, room = self.meter, self.summary_room()
+        if room <= 0:  # the slot cannot hold a summary request: nothing to gain
+            return
+        per_token = m.prompt_chars / m.prompt_tokens if m.prompt_tokens > 0 else 2.0
+        keep = min(LOG_CHARS, len(log), int(room * per_token))
+        reply = await self.summary_of(log, keep)
+        refused = reply.exc.n_prompt_tokens if isinstance(reply.exc, ContextExceeded) else 0
+        if refused > 0 and keep > 0:
+            keep = int(keep * room / refused * 0.9)
+            reply = await self.summary_of(log, keep)
         if reply.ended != "ok":
             return
         self.archived.append(self.packer.to_dict())
@@ -186,12 +198,33 @@ class _Run:
             note = "the stable prefix stays cached; the summary and what follows are read anew"
         self.emit(Compacted(self.step, before, len(reply.text), note))
 
+    async def summary_of(self, log: str, keep: int) -> Reply:
+        """The compaction's summary request over the last `keep` characters of `log`."""
+        side = PromptPacker(
+            self.deps.frame,
+            "Summarize this coding agent's work log: facts found, files changed, "
+            "what remains. Be brief and concrete.",
+        )
+        side.add_user(log[-keep:] if keep > 0 else "", kind="note")
+        body: dict[str, Any] = {
+            **self.cfg.sampling,
+            "prompt": side.prompt(),
+            "id_slot": self.deps.slots.side_call_slot(),
+            "cache_prompt": False,
+            "stream": True,
+            "n_predict": self.cfg.summary_n_predict,
+        }
+        return await stream_request(
+            self.deps.completion, body, step=self.step, purpose="compaction", clock=self.clock,
+            deadline=self.ceiling, cancel=self.cancel, on_event=self.emit,
+        )  # fmt: skip
+
     # --- steps -----------------------------------------------------------------------------
 
     async def next_action(self) -> tuple[Action | None, Reply]:
         """One step's reply, with one in-step repair on the same slot."""
         if self.meter.near_limit(
-            len(self.packer.prompt()), min(self.cfg.n_predict, self.deps.n_ctx // 4),
+            len(self.packer.prompt()), min(self.cfg.n_predict, self.context() // 4),
             self.cfg.compact_threshold,
         ):  # fmt: skip
             await self.compact()

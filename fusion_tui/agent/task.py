@@ -7,6 +7,7 @@ build a task's inputs without reading the loop; `loop` imports them back for its
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +50,9 @@ class AgentDeps:
     stable_prefix: str
     """From `prompt.build_stable_prefix(tools_for(...), machine_facts, project_facts)`."""
     n_ctx: int
+    context_size: Callable[[], int] | None = None
+    """The slot's context now, read before each step and compaction (it changes when the
+    session moves to another endpoint, issue 14); None: `n_ctx` throughout."""
     prefix_reuse: PrefixReuse = "full"
     clock: Clock = field(default_factory=MonotonicClock)
     on_event: EventSink = field(default=lambda e: None)

@@ -18,7 +18,7 @@ from typing import Any
 
 from fusion_tui.agent.approval import Approver, DenyAll
 from fusion_tui.agent.deadline import CancelToken
-from fusion_tui.agent.endpoint_run import EndpointRun, place_run
+from fusion_tui.agent.endpoint_run import place_run
 from fusion_tui.agent.events import (
     AgentEvent,
     Compacted,
@@ -39,6 +39,7 @@ from fusion_tui.agent.session_run import (
     open_session,
 )
 from fusion_tui.agent.tools.workspace import Workspace
+from fusion_tui.chat.agent_host import open_host, said_events
 from fusion_tui.chat.backend import (
     Said,
     SessionCatalog,
@@ -48,6 +49,7 @@ from fusion_tui.chat.backend import (
     said,
 )
 from fusion_tui.chat.endpoint_turns import FailoverAsker
+from fusion_tui.chat.endpoint_view import follow, grouped_view
 from fusion_tui.chat.events import Notice, ReplyDone, ReplyEvent, ToolBlock
 from fusion_tui.chat.live_step import LiveStepTracker
 from fusion_tui.chat.server_stop import stop_beside_remote, stop_own_daemon
@@ -196,30 +198,32 @@ class AgentBackend:
 
     async def adopt(self, conn: Connection) -> ServerStatus:
         self.conn = conn
-        self.keeper.attach(conn)
         route = None
         self._unasked = None
-        if self.endpoints is not None:  # issue 14: the session's endpoint
+        if self.endpoints is None:
+            self.keeper.attach(conn)
+        else:  # issue 14: the session's endpoint; the keeper goes there (`open_host`)
+            if conn is not self._primary:  # F2's launch: the managed endpoint's connection
+                self._primary = self.endpoints.adopt(conn)
             said: list[str] = []
             route = await place_run(self.endpoints, conn, self.session, said.append)
             if self._ask is not None and route.placement.action == "move":
                 self._unasked = route.placement  # the TUI asks before the turn runs there
             else:
                 self._notes += said
-        self.host = await AgentHost.open(
-            conn if route is None else route.conn,
-            # the keeper's pool and gate are the managed server's: another endpoint has its own
-            pool=self.keeper.pool if route is None else None,
-            gate=self.keeper.gate if route is None else None,
-            idle_timeout=self.settings.local_models.request_timeout_ms / 1000,
-            configured_workers=self.settings.llm.run_mode.fusion.workers,
-        )
-        if self.endpoints is not None and route is not None:
-            self.host.routing = EndpointRun(
-                self.endpoints, route, self.session.id, self._notes.append, ask=self._ask
-            )
+        self.host = await open_host(
+            self.keeper, conn, self.settings, pins=self.endpoints, route=route,
+            say=self._notes.append, ask=self._ask,
+        )  # fmt: skip
         self.runner = self._runner()
         return conn.status
+
+    async def _follow_move(self) -> None:
+        """The last task moved to another endpoint (issue 14): the host is opened there (its
+        facts, prefix and context are that server's) before the next one."""
+        host = self.host
+        if host is not None and host.current is not host.conn and self.conn is not None:
+            await self.adopt(self.conn)
 
     def _runner(self) -> SessionRunner | None:
         if self.host is None:
@@ -268,8 +272,7 @@ class AgentBackend:
         every other session's, then stop the managed daemon, never an external server. With
         several endpoints and the session on a remote one, only the managed server here stops,
         the sentence says so, and the session keeps working there."""
-        routing = self.host.routing if self.host is not None else None
-        here = routing.route.conn if routing is not None else self.keeper.conn
+        here = self.host.current if self.host is not None else self.keeper.conn
         said = await stop_beside_remote(self.settings, self.paths, self.endpoints, here)
         if said is not None:
             return said
@@ -278,7 +281,11 @@ class AgentBackend:
         return None
 
     def slot_view(self) -> SlotView | None:
-        return self.keeper if self.keeper.conn is not None else None
+        if self.keeper.conn is None:
+            return None
+        if self.endpoints is not None:  # issue 14: every endpoint's slots, grouped
+            return grouped_view(self.keeper, self.endpoints)  # current: the keeper's endpoint
+        return self.keeper
 
     async def died_of_sigill(self) -> bool:
         return await sigill_after_serving(self.settings, self.paths, self.conn)
@@ -298,6 +305,7 @@ class AgentBackend:
                     if self.keeper.conn is not None:
                         await self.keeper.leave()  # its slot saved for a warm resume
                         if stops_on_exit(self.settings, conn):
+                            follow(self.keeper, conn)  # issue 14: the server that stops
                             await self.keeper.save_others()
                 finally:
                     self.keeper.detach()
@@ -333,6 +341,7 @@ class AgentBackend:
         self.store.try_save(self.session)
 
     async def reply(self, text: str) -> AsyncGenerator[ReplyEvent, None]:
+        await self._follow_move()
         wait = await self._approve_move()
         if wait is not None:
             self._keep_words(text, wait)
@@ -348,15 +357,15 @@ class AgentBackend:
         )
         task.add_done_callback(lambda _t: queue.put_nowait(None))
         live = LiveStepTracker()
+        shown: list[str] = []
         try:
             while (event := await queue.get()) is not None:
-                while self._notes:  # issue 14: a move or a re-pinned slot, said
-                    yield Notice(self._notes.pop(0))
-                for out in [*reply_events(event), *live.fold(event)]:
+                told = said_events(self._notes, self.host, self.endpoints, shown)
+                for out in [*told, *reply_events(event), *live.fold(event)]:
                     yield out
             report = task.result()
-            while self._notes:
-                yield Notice(self._notes.pop(0))
+            for out in said_events(self._notes, self.host, self.endpoints, shown):
+                yield out
             summary = report.result.summary if report.result is not None else ""
             if summary:
                 yield TextDelta(summary)

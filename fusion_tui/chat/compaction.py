@@ -24,6 +24,8 @@ from fusion_tui.agent.prompt import TemplateFrame
 from fusion_tui.atomic import atomic_write
 from fusion_tui.chat.chat_prompt import ChatSummary, chat_prompt, chat_turns
 from fusion_tui.chat.events import Compacted
+from fusion_tui.endpoints.context_fit import Counter, fits
+from fusion_tui.endpoints.context_fit import reply_reserve as reply_reserve  # kept importable here
 from fusion_tui.sessions.model import Message, Session
 from fusion_tui.sessions.store import SessionStore
 
@@ -41,8 +43,6 @@ SUMMARY_ASK = (
     "identifiers, decisions and open questions. Plain prose, at most 200 words."
 )
 """The summary asked as a continuation of the session's own cached prompt."""
-Counter = Callable[[str], Awaitable[int]]
-"""Tokens of a prompt as the server counts them."""
 SideCall = Callable[[dict[str, Any]], Awaitable[str]]
 """A side call's body (`prompt`, `n_predict`, ...) → the text it answered."""
 
@@ -68,25 +68,10 @@ def save_summary(store: SessionStore, session_id: str, summary: ChatSummary) -> 
     atomic_write(path, json.dumps(data, ensure_ascii=False).encode("utf-8"))
 
 
-def reply_reserve(n_ctx: int, n_predict: int) -> int:
-    """Context kept free for the answer."""
-    return max(16, min(n_predict, n_ctx // 4))
-
-
 def next_turn_room(n_ctx: int) -> int:
     """Room an answered session keeps for the next user message before it compacts ahead
     (an eighth of the slot: 256 tokens of 2,048, 1,024 of 8,192; at most 4,096)."""
     return max(64, min(4096, n_ctx // 8))
-
-
-async def fits(prompt: str, n_ctx: int, reserve: int, count: Counter) -> tuple[bool, int]:
-    """Whether `prompt` plus the answer fits the slot, and its token count (the byte length as
-    an upper bound when counting was not needed)."""
-    bound = len(prompt.encode("utf-8")) + 1
-    if bound + reserve <= n_ctx:
-        return True, bound
-    tokens = await count(prompt)
-    return tokens + reserve <= n_ctx, tokens
 
 
 def split_for(messages: Sequence[Message], covers: int, keep_bytes: int) -> int:
@@ -130,7 +115,7 @@ def summary_prompt(
     if previous is not None and previous.text.strip():
         transcript = f"Summary of what came before:\n{previous.text.strip()}\n\n{transcript}"
     if max_chars is not None and len(transcript) > max_chars:
-        transcript = "…" + transcript[-max_chars:]
+        transcript = "…" + (transcript[-max_chars:] if max_chars > 0 else "")
     ask = f"Summarise this conversation:\n\n{transcript}"
     return (
         frame.start
@@ -280,11 +265,16 @@ class Compactor:
         """The summary side call; the transcript cut to fit the side slot."""
         prompt = summary_prompt(self.frame, previous, messages, start, end)
         budget = self.n_ctx - self.summary_tokens - 8
+        bare = summary_prompt(self.frame, previous, messages, start, end, max_chars=0)
+        chars = len(prompt) - len(bare) + 1  # the transcript's length ("…" stands for it there)
         for _ in range(3):
             n = await self.count(prompt)
             if n <= budget:
                 break
-            chars = int(len(prompt) * budget / n * 0.9)
+            # cut the excess (in characters, at the prompt's own rate) off the transcript: the
+            # instruction and the template around it stay, so scaling the whole would not shrink
+            excess = int((n - budget) * len(prompt) / n * 1.1) + 1
+            chars = max(0, chars - excess)
             prompt = summary_prompt(self.frame, previous, messages, start, end, max_chars=chars)
         body = {"prompt": prompt, "n_predict": self.summary_tokens, "temperature": 0.0}
         return (await self.side_call(body)).strip()

@@ -6,7 +6,9 @@ session is placed (new, resumed, or its pin checked against `/slots`) and the ba
 `SlotKeeper` is attached to that endpoint's connection, so the turn, its retry, its side call and
 its slot save all go to the same server. When a request gets no answer and its endpoint is gone,
 the session moves (asking first when the backend has someone to ask: the TUI), and the request
-record says where it ran and where it came from.
+record says where it ran and where it came from. A turn on the endpoint the session moved to is
+built (and compacted) again for that endpoint's slot and measured there first (`check_fit`):
+another machine may run a smaller context per slot.
 """
 
 from __future__ import annotations
@@ -14,13 +16,14 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
-from fusion_tui.chat.endpoint_view import EndpointSlotView
+from fusion_tui.chat.endpoint_view import EndpointSlotView, follow, grouped_view
 from fusion_tui.chat.events import EndpointMoved, Notice, ReplyEvent, TurnEndpoint
 from fusion_tui.chat.server_stop import stop_beside_remote
 from fusion_tui.chat.slot_keeper import SlotKeeper
 from fusion_tui.config import Settings
+from fusion_tui.endpoints.context_fit import fits, moved_too_large, reply_reserve
 from fusion_tui.endpoints.placement import Placement
 from fusion_tui.endpoints.session_pins import (
     Connector,
@@ -31,6 +34,7 @@ from fusion_tui.endpoints.session_pins import (
 )
 from fusion_tui.paths import AppPaths
 from fusion_tui.runtime import Connection, release
+from fusion_tui.server.errors import ServerError
 from fusion_tui.server.types import StreamEnd
 from fusion_tui.sessions.model import Session
 
@@ -91,11 +95,6 @@ def prompt_estimate(backend: LocalBackend) -> int:
     return own[-1].prompt_n + own[-1].cache_n if own else 0
 
 
-def _attach(backend: LocalBackend, route: Route) -> None:
-    if backend.keeper.conn is not route.conn:
-        backend.keeper.attach(route.conn)
-
-
 async def before_turn(backend: LocalBackend) -> tuple[int, list[ReplyEvent]]:
     """Place the session's next request and attach the keeper there: (slot, the events that
     say where: the endpoint, and a note when the placement is worth saying)."""
@@ -115,7 +114,7 @@ async def before_turn(backend: LocalBackend) -> tuple[int, list[ReplyEvent]]:
     route = await pins.route(placed)
     moved = placed.moved_from if placed.action == "move" else None
     backend.endpoint_turn = TurnRoute(route, moved)
-    _attach(backend, route)
+    follow(backend.keeper, route.conn)
     if len(pins.labels) > 1:  # the status line names it only with several endpoints
         notes.append(TurnEndpoint(route.label))
     if moved is not None:  # headless chat says it on stderr (the TUI asked first)
@@ -140,6 +139,27 @@ async def after_no_data(backend: LocalBackend) -> tuple[int, list[ReplyEvent]] |
     if backend.endpoint_turn is not None and backend.endpoint_turn.route.label != turn.route.label:
         backend.endpoint_turn.moved_from = before
     return slot, notes
+
+
+async def check_fit(backend: LocalBackend, content: dict[str, Any]) -> None:
+    """The turn runs on an endpoint the session moved to: its prompt (compacted already for
+    that endpoint's slot) is measured against a slot there; `MovedTooLarge` (nothing sent) when
+    it still does not fit. Elsewhere nothing to check: the prompt was built for this slot."""
+    turn, conn = backend.endpoint_turn, backend.keeper.conn
+    if turn is None or turn.moved_from is None or conn is None or "prompt" not in content:
+        return
+    n_ctx = conn.props.n_ctx
+    reserve = reply_reserve(n_ctx, backend.settings.llm.max_tokens)
+
+    async def count(text: str) -> int:
+        return len(await conn.client.tokenize(text, add_special=True))
+
+    try:
+        ok, tokens = await fits(str(content["prompt"]), n_ctx, reserve, count)
+    except ServerError:  # not counted: the server itself says when it does not fit
+        return
+    if not ok:
+        raise moved_too_large(tokens, n_ctx, turn.route.label, turn.moved_from)
 
 
 def restart_note(backend: LocalBackend) -> str:
@@ -216,4 +236,4 @@ def slot_view(backend: LocalBackend) -> EndpointSlotView:
         turn = backend.endpoint_turn
         return turn.route.label if turn is not None else pins.label_of(backend.keeper.conn)
 
-    return EndpointSlotView(backend.keeper, pins, current)
+    return grouped_view(backend.keeper, pins, current)

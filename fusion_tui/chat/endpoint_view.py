@@ -1,9 +1,11 @@
-"""Provides `EndpointSlotView`: the plain chat's slot map over several endpoints (issue 14).
+"""Provides `EndpointSlotView`: the slot map over several endpoints (issue 14), and `follow`.
 
-With several endpoints `LocalBackend.slot_view()` answers with this instead of its `SlotKeeper`:
-the same `SlotView` (the current endpoint's slots and owners, through the keeper), plus
-`endpoint_groups()`, every endpoint's slots under its label, model, speed and health, which the
-TUI recognises by the `GroupedSlotView` protocol.
+With several endpoints `LocalBackend.slot_view()` and `AgentBackend.slot_view()` answer with this
+instead of their `SlotKeeper`: the same `SlotView` (the current endpoint's slots and owners,
+through the keeper), plus `endpoint_groups()`, every endpoint's slots under its label, model,
+speed and health, which the TUI recognises by the `GroupedSlotView` protocol. Both backends keep
+their keeper attached to the endpoint the session runs on (`follow`), so the keeper's slots,
+pins, gate and owners are that server's, and the current group is its label.
 """
 
 from __future__ import annotations
@@ -14,7 +16,15 @@ from typing import Protocol, runtime_checkable
 from fusion_tui.chat.slot_keeper import SlotKeeper
 from fusion_tui.endpoints.session_pins import EndpointPins, slot_groups
 from fusion_tui.endpoints.slot_groups import EndpointSlots
+from fusion_tui.runtime import Connection
 from fusion_tui.server.types import SlotState
+
+
+def follow(keeper: SlotKeeper, conn: Connection) -> None:
+    """Keep the session's slots on `conn` from now on: the endpoint its requests go to (a new
+    placement, a move). Nothing changes when the keeper is there already."""
+    if keeper.conn is not conn:
+        keeper.attach(conn)
 
 
 @runtime_checkable
@@ -25,6 +35,8 @@ class GroupedSlotView(Protocol):
 
 
 class EndpointSlotView:
+    """The keeper's `SlotView` of the current endpoint, and every endpoint's group."""
+
     def __init__(
         self, keeper: SlotKeeper, pins: EndpointPins, current: Callable[[], str | None]
     ) -> None:
@@ -51,3 +63,11 @@ class EndpointSlotView:
         """Probe every endpoint (bounded) and group its slots."""
         await self.pins.watcher.poll_once()
         return slot_groups(self.pins, self.current(), self.keeper.slot_owners())
+
+
+def grouped_view(
+    keeper: SlotKeeper, pins: EndpointPins, current: Callable[[], str | None] | None = None
+) -> EndpointSlotView:
+    """The slot map's view over `pins`; the current endpoint is `current()`'s label, else the
+    one the keeper is attached to (`follow`)."""
+    return EndpointSlotView(keeper, pins, current or (lambda: pins.label_of(keeper.conn)))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
+from typing import Any
 
 from fusion_tui.chat import endpoint_turns, server_stop
 from fusion_tui.chat.backend import (
@@ -25,7 +26,7 @@ from fusion_tui.chat.backend import (
     StatusCallback,
     said,
 )
-from fusion_tui.chat.events import AnswerRestarted, Notice, ReplyDone, ReplyEvent
+from fusion_tui.chat.events import AnswerRestarted, Compacted, Notice, ReplyDone, ReplyEvent
 from fusion_tui.chat.local_requests import NO_DATA, GotData
 from fusion_tui.chat.local_side_calls import LocalSideCalls
 from fusion_tui.chat.notes import context_full_message, cost_note, stall_message
@@ -188,6 +189,14 @@ class LocalBackend(LocalSideCalls):
                 async for notice in after:
                     yield notice
 
+    async def _fitted_content(self) -> tuple[dict[str, Any], Compacted | None]:
+        """The request's content (`_content`), and with several endpoints, on an endpoint the
+        session moved to, measured against its slot (`MovedTooLarge` when it cannot fit)."""
+        content, compacted = await self._content()
+        if self.endpoints is not None:  # issue 14
+            await endpoint_turns.check_fit(self, content)
+        return content, compacted
+
     async def _reply(self, text: str) -> AsyncGenerator[ReplyEvent, None]:
         keeper = self.keeper
         if keeper.conn is None or keeper.gate is None:
@@ -208,7 +217,7 @@ class LocalBackend(LocalSideCalls):
             slot = await keeper.next_slot() if placed is None else placed[0]
             for note in keeper.take_notes():
                 yield Notice(note)
-            content, compacted = await self._content()
+            content, compacted = await self._fitted_content()
             if compacted is not None:
                 yield compacted
             retried = moved_once = False
@@ -235,6 +244,10 @@ class LocalBackend(LocalSideCalls):
                                 yield AnswerRestarted(endpoint_turns.restart_note(self))
                             for shown in moved[1]:
                                 yield shown
+                            # the prompt again for the new endpoint's slot (it may be smaller)
+                            content, compacted = await self._fitted_content()
+                            if compacted is not None:
+                                yield compacted
                             continue
                     if got.data or retried or not isinstance(exc, NO_DATA):
                         raise

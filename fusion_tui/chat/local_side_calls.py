@@ -19,11 +19,11 @@ from fusion_tui.chat.compaction import (
     Compactor,
     load_summary,
     next_turn_room,
-    reply_reserve,
 )
 from fusion_tui.chat.events import Compacted, Notice
 from fusion_tui.chat.local_requests import LocalRequests
 from fusion_tui.chat.titles import clean_title, continuation_slot, title_body
+from fusion_tui.endpoints.context_fit import reply_reserve
 from fusion_tui.server.errors import ServerError
 from fusion_tui.sessions.model import Message
 from fusion_tui.slots.side_calls import SideCallQueue

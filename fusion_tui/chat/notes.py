@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from fusion_tui.chat.slot_room import ResumeState
 from fusion_tui.config import Settings
+from fusion_tui.endpoints.context_fit import MovedTooLarge
 from fusion_tui.server.errors import ContextExceeded, StreamStalled
 from fusion_tui.sessions.model import Session
 from fusion_tui.slots.watch import FirstTokenStall
@@ -42,7 +43,10 @@ def cost_note(session: Session, resume: ResumeState | None) -> str:
 
 
 def context_full_message(exc: ContextExceeded) -> str:
-    """What to do when a session no longer fits its slot (the server refuses, nothing is lost)."""
+    """What to do when a session no longer fits its slot (the server refuses, nothing is lost;
+    after a move to another endpoint, issue 14, the sentence names both endpoints)."""
+    if isinstance(exc, MovedTooLarge):
+        return exc.message
     return (
         f"this session no longer fits the slot: {exc.n_prompt_tokens:,} prompt tokens for a "
         f"{exc.n_ctx:,}-token context. Your message is saved; start a new session (Ctrl+N) or "

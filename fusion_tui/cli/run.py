@@ -24,8 +24,7 @@ from collections.abc import Callable
 import anyio
 
 from fusion_tui.agent.approval import HeadlessApprover
-from fusion_tui.agent.endpoint_run import EndpointRun, place_run
-from fusion_tui.agent.host import AgentHost
+from fusion_tui.agent.endpoint_run import place_run
 from fusion_tui.agent.prompt import TemplateProbeError
 from fusion_tui.agent.session_run import (
     SessionRunner,
@@ -33,6 +32,8 @@ from fusion_tui.agent.session_run import (
     open_session,
 )
 from fusion_tui.agent.tools.workspace import ToolError, Workspace
+from fusion_tui.chat.agent_host import open_host
+from fusion_tui.chat.endpoint_view import follow
 from fusion_tui.chat.slot_keeper import SlotKeeper
 from fusion_tui.cli.common import Context, Subparsers, positive
 from fusion_tui.cli.printer import Printer
@@ -128,17 +129,10 @@ async def run_task_command(
                 if conn.status.fallback:  # the managed start failed: a remote one serves
                     out.note(conn.status.fallback)
                 route = await place_run(pins, conn, session, out.note)
-            keeper.attach(conn)
-            idle = settings.local_models.request_timeout_ms / 1000
-            # the keeper's pool and gate are the managed server's: another endpoint has its own
-            host = await AgentHost.open(
-                conn if route is None else route.conn,
-                pool=keeper.pool if route is None else None,
-                gate=keeper.gate if route is None else None,
-                idle_timeout=idle, configured_workers=settings.llm.run_mode.fusion.workers,
-            )  # fmt: skip
-            if pins is not None and route is not None:
-                host.routing = EndpointRun(pins, route, session.id, out.note)
+            if route is None:
+                keeper.attach(conn)
+            # the keeper goes to the session's endpoint, and follows a move (issue 14)
+            host = await open_host(keeper, conn, settings, pins=pins, route=route, say=out.note)
         except (ServerError, TemplateProbeError) as exc:
             save_failed_turn(store, session, task, str(workspace.root), str(exc))
             out.error(getattr(exc, "message", "") or str(exc))  # one paragraph
@@ -168,6 +162,7 @@ async def run_task_command(
                         if keeper.conn is not None:
                             await keeper.leave()  # the session's slot saved for a warm resume
                             if stops_on_exit(settings, conn):
+                                follow(keeper, conn)  # the server that stops (issue 14)
                                 await keeper.save_others()
                     finally:
                         keeper.detach()

@@ -20,6 +20,9 @@ Knobs (plain attributes, set them from the test thread at any time):
 - `slots_enabled`: False → `/slots` answers 501. `slot_actions_enabled`: False → 501 on actions.
 - `slots_delay` (s) before `/slots` answers; `slots_hang`: `/slots` waits until `release()`.
 - `default_reply`: used when the script queue is empty.
+- `refuse_over_ctx`: True → a prompt of `n_ctx` tokens or more is refused with 400
+  `exceed_context_size_error` (`n_prompt_tokens`, `n_ctx`), as the real server does; the
+  scripted reply stays queued.
 
 `Reply` (one per completion request, FIFO via `script()`): `text` chunks; `status` + `error` for
 an HTTP error instead; `queue_seconds` before a slot is taken (no headers, slot idle);
@@ -117,6 +120,7 @@ class FakeLlamaServer:
         self.slots_delay = 0.0
         self.slots_hang = False
         self.default_reply = Reply()
+        self.refuse_over_ctx = False
         self.hostile: Hostile | None = None
         self.dead = False
         """Gone after a `Reply(then_die=True)`: nothing answers any more."""
@@ -358,6 +362,18 @@ class FakeLlamaServer:
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
     ) -> None:
+        if self.refuse_over_ctx:
+            prompt = body.get("prompt", "")
+            n = len(prompt) if isinstance(prompt, list) else len(tokenize(str(prompt)))
+            if n >= self.n_ctx:
+                message = (
+                    f"request ({n} tokens) exceeds the available context size ({self.n_ctx} "
+                    "tokens), try increasing it"
+                )
+                err = {"code": 400, "message": message, "type": "exceed_context_size_error",
+                       "n_prompt_tokens": n, "n_ctx": self.n_ctx}  # fmt: skip
+                await self._send_json(writer, 400, {"error": err}, close=True)
+                return
         reply = self._queue.pop(0) if self._queue else self.default_reply
         if reply.status != 200:
             err = reply.error or {

@@ -43,3 +43,18 @@ async def test_compaction_is_a_side_call_and_restarts_on_the_stable_prefix(
     assert "### summary of the work so far\nread big.txt, nothing else" in after
     assert "word word" not in after  # the old history is gone from the prompt ...
     assert "word word" in str(res.archived[0])  # ... but kept for the session
+
+
+async def test_the_summary_request_carries_only_as_much_of_the_log_as_the_slot_holds(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "big.txt").write_text("word " * 2000)  # 10,000 characters: 2.5 slots
+    clock = FakeClock(start=1000.0)
+    script = Script(
+        clock, [act("read_file", path="big.txt"), Say("read it"), act("finish", summary="done")]
+    )
+    deps = make_deps(tmp_path, script, n_ctx=4000)
+    res = await run_task("summarize big.txt", session_id="s", deps=deps)
+    assert res.outcome == "completed"
+    side = script.bodies[1]["prompt"]
+    assert "word word" in side and len(side) + 512 <= 4000  # its answer fits beside it

@@ -76,3 +76,33 @@ def test_a_server_killed_mid_answer_moves_the_run_and_sends_the_step_again(
     saved = SessionStore.default(app_home).load(json.loads(out.splitlines()[-1])["session"])
     assert [m.content for m in saved.messages if m.role == "user"] == ["do it"]
     assert saved.turns[-1].outcome == "completed" and "never seen" not in saved.messages[-1].content
+
+
+def test_a_run_moved_to_a_smaller_slot_compacts_there_and_is_pinned_to_that_server(
+    app_home: AppPaths, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    big = workspace(tmp_path, {"big.txt": "lorem ipsum " * 300})
+    with (
+        FakeLlamaServer(total_slots=2, n_ctx=16384) as a,
+        FakeLlamaServer(total_slots=3, n_ctx=4096) as b,
+    ):
+        b.refuse_over_ctx = True  # as a real server: a prompt over the slot is refused
+        app_home.config_dir.mkdir(parents=True, exist_ok=True)
+        app_home.config_file.write_text(
+            "version: 3\nserver:\n  endpoints:\n"
+            f"    - url: {a.url}\n      label: alpha\n"
+            f"    - url: {b.url}\n      label: beta\n"
+        )
+        a.script(act("read_file", path="big.txt"), act("finish", summary="read it"))
+        code, out, err = run(capsys, "read big.txt", "--workspace", str(big), "--json")
+        assert code == 0, err
+        sid = json.loads(out.splitlines()[-1])["session"]
+        a.stop()
+        b.script(Reply(text=["We read big.txt."]), act("finish", summary="on beta"))
+        code, out, err = run(capsys, "go on", "--session", sid, "--json")
+        sent = [str(r.body.get("prompt", "")) for r in b.requests if r.path == "/completion"]
+    assert code == 0, err
+    assert len(sent) == 2 and all(len(p) < 4096 for p in sent)  # the summary, then the step
+    saved = SessionStore.default(app_home).load(sid)
+    assert saved.pinned_endpoint == "beta" and saved.turns[-1].outcome == "completed"
+    assert saved.server is not None and saved.server.total_slots == 3  # beta's, not alpha's
