@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,28 @@ class RealServer:
             ),
             llm=LLMSettings(temperature=0.0, max_tokens=max_tokens),
         )
+
+
+@contextmanager
+def server_pair(
+    tmp_path_factory: pytest.TempPathFactory, binary: Path, model: Path, ctxs: tuple[int, int]
+) -> Iterator[tuple[RealServer, RealServer]]:
+    """Two managed llama-servers standing for two machines, `alpha` and `beta` (2 slots each,
+    one thread each on the 2-core box), stopped afterwards."""
+    pair = []
+    for name, ctx in zip(("alpha", "beta"), ctxs, strict=True):
+        home = tmp_path_factory.mktemp(f"endpoint-{name}")
+        paths = AppPaths.default(env={"FUSION_TUI_HOME": str(home)})
+        srv = RealServer(paths, binary, model, parallel=2, ctx=ctx)
+        srv.spec = replace(srv.spec, threads=1)
+        pair.append(srv)
+    try:
+        for srv in pair:
+            asyncio.run(srv.start())
+        yield pair[0], pair[1]
+    finally:
+        for srv in pair:
+            asyncio.run(srv.stop())
 
 
 @contextmanager

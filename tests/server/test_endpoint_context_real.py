@@ -9,7 +9,6 @@ import asyncio
 import os
 import signal
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ from fusion_tui.chat.local import LocalBackend
 from fusion_tui.config import Settings
 from fusion_tui.config.settings import EndpointSettings, LLMSettings, ServerSettings
 from fusion_tui.paths import AppPaths
-from tests.server.real_backend import RealServer
+from tests.server.real_backend import RealServer, server_pair
 
 pytestmark = pytest.mark.server
 
@@ -28,19 +27,8 @@ pytestmark = pytest.mark.server
 def servers(
     tmp_path_factory: pytest.TempPathFactory, llama_server_bin: Path, demo_model: Path
 ) -> Iterator[tuple[RealServer, RealServer]]:
-    pair = []
-    for name, ctx in (("alpha", 4096), ("beta", 1024)):
-        home = tmp_path_factory.mktemp(f"endpoint-{name}")
-        paths = AppPaths.default(env={"FUSION_TUI_HOME": str(home)})
-        pair.append(RealServer(paths, llama_server_bin, demo_model, parallel=2, ctx=ctx))
-    try:
-        for srv in pair:
-            srv.spec = replace(srv.spec, threads=1)  # two servers on a 2-core box
-            asyncio.run(srv.start())
-        yield pair[0], pair[1]
-    finally:
-        for srv in pair:
-            asyncio.run(srv.stop())
+    with server_pair(tmp_path_factory, llama_server_bin, demo_model, (4096, 1024)) as pair:
+        yield pair
 
 
 async def test_a_session_moved_to_a_smaller_slot_is_compacted_there_and_answered(

@@ -20,7 +20,7 @@ from fusion_tui.config import Settings
 from fusion_tui.config.settings import EndpointSettings, LLMSettings, ServerSettings
 from fusion_tui.paths import AppPaths
 from fusion_tui.sessions.store import SessionStore
-from tests.server.real_backend import RealServer
+from tests.server.real_backend import RealServer, server_pair
 
 pytestmark = pytest.mark.server
 
@@ -29,19 +29,8 @@ pytestmark = pytest.mark.server
 def servers(
     tmp_path_factory: pytest.TempPathFactory, llama_server_bin: Path, demo_model: Path
 ) -> Iterator[tuple[RealServer, RealServer]]:
-    pair = []
-    for name in ("alpha", "beta"):
-        home = tmp_path_factory.mktemp(f"endpoint-{name}")
-        paths = AppPaths.default(env={"FUSION_TUI_HOME": str(home)})
-        pair.append(RealServer(paths, llama_server_bin, demo_model, parallel=2, ctx=4096))
-    try:
-        for srv in pair:
-            srv.spec = replace(srv.spec, threads=1)  # two servers on a 2-core box
-            asyncio.run(srv.start())
-        yield pair[0], pair[1]
-    finally:
-        for srv in pair:
-            asyncio.run(srv.stop())
+    with server_pair(tmp_path_factory, llama_server_bin, demo_model, (4096, 4096)) as pair:
+        yield pair
 
 
 @pytest.fixture(scope="module")
