@@ -33,7 +33,7 @@ from fusion_tui.endpoints.session_pins import (
     wants_endpoints,
 )
 from fusion_tui.paths import AppPaths
-from fusion_tui.runtime import Connection, release
+from fusion_tui.runtime import Connection, release, stops_on_exit
 from fusion_tui.server.errors import ServerError
 from fusion_tui.server.types import StreamEnd
 from fusion_tui.sessions.model import Session
@@ -208,13 +208,21 @@ async def close(
     backend: LocalBackend, primary: Connection | None, attached: Connection | None
 ) -> None:
     """Release the first connection (the managed server's rule) when the keeper was attached
-    elsewhere, then close every client the endpoints made."""
+    elsewhere, every other session's slot on it saved first when that stops it (as agent mode
+    does; a failed save never keeps the server running), then close every client the endpoints
+    made."""
     pins = backend.endpoints
     if pins is None:
         return
     try:
         if primary is not None and primary is not attached:
-            await release(backend.settings, backend.paths, primary)
+            try:
+                if stops_on_exit(backend.settings, primary):
+                    follow(backend.keeper, primary)  # the server that stops
+                    await backend.keeper.save_others()
+            finally:
+                backend.keeper.detach()
+                await release(backend.settings, backend.paths, primary)
     finally:
         await pins.aclose()
 
