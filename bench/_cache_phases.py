@@ -308,12 +308,13 @@ def concurrent(a: Any) -> Iterator[Step]:
         yield both
 
 
-def resume(_a: Any) -> Iterator[Step]:
-    async def step(d: Driver) -> None:
+def resume(a: Any) -> Iterator[Step]:
+    async def leave(d: Driver) -> None:
         await d.leave()  # a new app instance on the same server
-        await d.turn(Label("resume", "s0", "turn", 200), follow_up(0, 200))
 
-    yield step
+    yield leave
+    for k in range(a.sessions):  # each session's next turn (one turn alone is all server noise)
+        yield turn_step(Label("resume", f"s{k}", "turn", 200), follow_up(k, 200))
 
 
 def restart(_a: Any, phase: str = "restart", session: str = "s0") -> Iterator[Step]:

@@ -9,7 +9,7 @@ different policies at once), so load and clock drift on a shared machine fall on
   sequential      K sessions × R rounds, round robin; each session is titled (a side call) after
                   its first turn, as the TUI and plain clients do
   concurrent      two of those sessions at once for R rounds
-  resume          a new app instance sends session 0's next turn on the same server
+  resume          a new app instance sends each session's next turn on the same server
   restart         the daemon restarts (fusion-tui saves the slots first), then session 0 resumes
   oversubscribed  8 sessions round robin on 4 slots, with the server's RAM prompt cache at its
                   default (`oversubscribed`) and with --cache-ram 0 (`oversubscribed-ram0`)
