@@ -138,37 +138,38 @@ class SlotRoom(SlotOwners):
         """Another session took this session's slot: restore its saved slot into a free one
         (or the least recently used session's, saved first) when that beats a re-read; else
         the prompt is read again there. None: no slot to be had without evicting blindly."""
-        assert self.conn is not None and self.archive is not None
         slot = await self.room()
         if slot is None:
             return None
+        self._landed(restored=await self._back_into(slot))
+        return slot
+
+    async def _back_into(self, slot: int) -> bool:
+        """Bring the session's prompt back into `slot`: from disk, from the server's RAM
+        cache, or not at all (the prompt is read again); whether a disk restore wrote it."""
+        assert self.conn is not None and self.archive is not None
         try:
             tag = self.archive.check(self.session.id, server_facts(self.conn))
         except ArchiveRefused as exc:
             self.notes.append(f"slot {self.session.pinned_slot} now holds another session; {exc}")
-            self._landed(restored=False)
-            return slot
+            return False
         if not self.restores_are_reused():
             self.notes.append(RESTORE_NOT_REUSED)
-            self._landed(restored=False)
-            return slot
+            return False
         if not restore_is_cheaper(tag.n_saved, tag.n_bytes, self.restore_rate, self.prompt_rate):
             self.notes.append("reading the prompt again is cheaper than restoring its saved slot")
-            self._landed(restored=False)
-            return slot
+            return False
         if rides_ram(self._ram(), self.session.id, tag.n_saved, self.prompt_rate):
             self.notes.append(
                 f"slot {slot}: the server's RAM prompt cache holds this session's prompt "
                 "(no restore from disk)"
             )
             self._ram_expects = tag.n_saved
-            self._landed(restored=False)
-            return slot
+            return False
         note = await self._restore_into(slot)
         if note is not None:
             self.notes.append(note)
-        self._landed(restored=note is not None)
-        return slot
+        return note is not None
 
     async def room(self) -> int | None:
         """A slot for the current session that costs no other session its cache: an idle one
@@ -218,15 +219,15 @@ class SlotRoom(SlotOwners):
         there, else saved now under the slot's lock; (tag, saved now)."""
         assert self.conn is not None and self.gate is not None and self.archive is not None
         tag = self.archive.read_tag(holder.session_id)
-        if tag is not None and self._saved_since(holder.session_id, holder.used):
+        if self._saved_since(tag, holder.used):
+            assert tag is not None
             return tag, False
         async with self.gate.hold(slot):
             facts = server_facts(self.conn)
             return await self.archive.save(self.conn.client, slot, holder.session_id, facts), True
 
-    def _saved_since(self, session_id: str, used: float) -> bool:
-        """The session's saved slot on this launch is newer than its last answer there."""
-        tag = self.archive.read_tag(session_id) if self.archive is not None else None
+    def _saved_since(self, tag: ArchiveTag | None, used: float) -> bool:
+        """The session's saved slot (`tag`) is on this launch and newer than its last answer."""
         launch = self.conn.launch_id if self.conn is not None else None
         return tag is not None and tag.launch_id == launch and tag.saved_at >= used
 
@@ -245,7 +246,7 @@ class SlotRoom(SlotOwners):
         if victim is None:
             return
         owner = holders[victim]
-        if self._saved_since(owner.session_id, owner.used):
+        if self._saved_since(archive.read_tag(owner.session_id), owner.used):
             return
         with anyio.move_on_after(SAVE_DEADLINE):
             try:
