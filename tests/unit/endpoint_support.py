@@ -62,3 +62,20 @@ def failover_answer(answer: bool) -> tuple[list[Placement], Callable[[Placement]
         return answer
 
     return asked, ask
+
+
+class RecordingDaemon:
+    """`ManagedDaemon`'s stop side: no process, the stops counted (`stop_server` must call it
+    exactly when the managed server is the one to stop)."""
+
+    def __init__(self, running: bool = True) -> None:
+        self.running = running
+        self.stops = 0
+
+    def current(self) -> None:
+        return None  # no launch record on disk: `save_before_daemon_stop` has nothing to read
+
+    async def stop(self) -> bool:
+        self.stops += 1
+        was, self.running = self.running, False
+        return was

@@ -22,25 +22,8 @@ from fusion_tui.runtime import Connection
 from fusion_tui.server.errors import ServerError
 from fusion_tui.sessions.store import SessionStore
 from tests.fakes.fake_server import FakeLlamaServer, Reply
-from tests.unit.endpoint_support import alpha_beta, two_servers
+from tests.unit.endpoint_support import RecordingDaemon, alpha_beta, two_servers
 from tests.unit.local_fake import DiskFake, connector_for, fast_settings
-
-
-class RecordingDaemon:
-    """`ManagedDaemon`'s stop side: no process, the stops counted (`stop_server` must call it
-    exactly when the managed server is the one to stop)."""
-
-    def __init__(self, running: bool = True) -> None:
-        self.running = running
-        self.stops = 0
-
-    def current(self) -> None:
-        return None  # no launch record on disk: `save_before_daemon_stop` has nothing to read
-
-    async def stop(self) -> bool:
-        self.stops += 1
-        was, self.running = self.running, False
-        return was
 
 
 @pytest.fixture

@@ -18,16 +18,8 @@ from fusion_tui.paths import AppPaths
 from fusion_tui.runtime import Connection
 from fusion_tui.sessions.store import SessionStore
 from tests.fakes.fake_server import FakeLlamaServer
+from tests.unit.endpoint_support import RecordingDaemon
 from tests.unit.local_fake import DiskFake, connector_for, fast_settings, turn
-
-
-class RecordingDaemon:
-    def __init__(self) -> None:
-        self.stops = 0
-
-    async def stop(self) -> bool:
-        self.stops += 1
-        return True
 
 
 @pytest.fixture
