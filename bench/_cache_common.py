@@ -52,13 +52,14 @@ def follow_up(k: int, r: int) -> str:
 class Label:
     phase: str
     session: str
-    kind: str = "turn"  # turn | side | agent | summary
+    kind: str = "turn"  # turn | side | agent | summary | readahead
     turn: int = 0
 
     @property
     def is_turn(self) -> bool:
-        """A session's own request (a turn or an agent step), not a side call or a summary."""
-        return self.kind not in ("side", "summary")
+        """A session's own request (a turn or an agent step), not a side call, a summary or a
+        read-ahead of the next turn's opening."""
+        return self.kind not in ("side", "summary", "readahead")
 
 
 LABEL: contextvars.ContextVar[Label | None] = contextvars.ContextVar("label", default=None)
@@ -150,10 +151,12 @@ class Recorder:
         if refused.t_call is not None:
             self._pending_call.setdefault(label, refused.t_call)
 
-    def new_row(self, asked: int) -> Row:
+    def new_row(self, asked: int, *, read_ahead: bool = False) -> Row:
         label = LABEL.get() or Label("?", "?")
+        if read_ahead:  # `n_predict: 0` after an answer: the next turn's opening, read ahead
+            label = replace(label, kind="readahead")
         row = Row(self.policy, label, asked, t0=time.monotonic(), epoch=self.epoch)
-        if label.is_turn and label.session in self._compacted:
+        if (label.is_turn or read_ahead) and label.session in self._compacted:
             self._compacted.discard(label.session)
             row.compacted = True
         row.t_call = self._pending_call.pop(label, None)
@@ -185,7 +188,8 @@ class TracedClient(LlamaClient):
 
     async def _traced(self, body: dict[str, Any], events: AsyncGenerator[StreamEvent, None]
                       ) -> AsyncGenerator[StreamEvent, None]:  # fmt: skip
-        row = self.recorder.new_row(int(body.get("id_slot", -1)))
+        read_ahead = body.get("n_predict") == 0
+        row = self.recorder.new_row(int(body.get("id_slot", -1)), read_ahead=read_ahead)
         try:
             async for event in events:
                 now = time.monotonic()
@@ -198,6 +202,8 @@ class TracedClient(LlamaClient):
                     t = event.timings
                     row.slot, row.prompt_n, row.cache_n = event.id_slot, t.prompt_n, t.cache_n
                     row.predicted_n, row.prompt_ms, row.t_end = t.predicted_n, t.prompt_ms, now
+                    if read_ahead:
+                        row.predicted_n = 0  # sampled, never decoded into the slot
                 yield event
         except Exception as exc:
             row.error = type(exc).__name__
@@ -303,6 +309,9 @@ def annotate(rows: list[Row], best_side: dict[tuple[str, str, str, int], int]) -
                 row.minimum = max(0, row.total - prev.total - prev.predicted_n)
             row.why = "summary: continues the session's prompt" if on_own else (
                 "summary: the transcript on a side slot")  # fmt: skip
+        elif lab.kind == "readahead" and prev is not None:  # what the next turn would read
+            row.minimum = max(0, row.total - prev.total - prev.predicted_n)
+            row.why = "read ahead: the next turn's opening, off its first token"
         elif lab.kind == "side" or prev is None:  # shares only a system prefix with others
             key = (lab.phase, lab.session, lab.kind, lab.turn)
             row.minimum = min(row.total, best_side.get(key, row.total))
@@ -323,7 +332,7 @@ def annotate(rows: list[Row], best_side: dict[tuple[str, str, str, int], int]) -
             else:
                 row.why = f"prefix diverged after {row.cache_n} tokens on slot {row.slot}"
         on_slot[row.slot] = (lab.kind, lab.session)
-        if lab.is_turn:
+        if lab.is_turn or lab.kind == "readahead":
             last_of[lab.session] = row
 
 

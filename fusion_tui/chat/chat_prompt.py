@@ -72,3 +72,16 @@ def chat_prompt(
     if last != "user":
         raise ValueError("the last chat message is not the user's; nothing to answer")
     return text + frame.user_to_assistant
+
+
+def next_turn_opening(
+    frame: TemplateFrame,
+    system: str,
+    messages: Sequence[Message],
+    summary: ChatSummary | None = None,
+) -> str:
+    """What the next turn's prompt starts with, before the user's text: the transcript so far
+    and the frame's next user header. Read ahead into the session's slot after an answer, it
+    takes those tokens off the next turn's first token (`LocalSideCalls.read_ahead`)."""
+    probe = [*messages, Message(role="user", content="")]
+    return chat_prompt(frame, system, probe, summary).removesuffix(frame.user_to_assistant)

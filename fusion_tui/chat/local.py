@@ -177,8 +177,9 @@ class LocalBackend(LocalSideCalls):
         """The turn, with side calls held off (`SideCallQueue`): a running title is cut short
         and rerun after it, so it never competes with the turn's first token. After a completed
         turn (its `ReplyDone`), the session compacts ahead when the next turn would not fit
-        (`compact_ahead`); closing the events there cuts that short, and the next turn
-        compacts before its request instead."""
+        (`compact_ahead`), then reads the next turn's opening into its slot (`read_ahead`);
+        closing the events there cuts that short, and the next turn compacts before its request
+        instead (or reads that opening itself)."""
         completed = False
         async with self.side_calls.turn(), aclosing(self._reply(text)) as events:
             async for event in events:
@@ -188,6 +189,7 @@ class LocalBackend(LocalSideCalls):
             async with aclosing(self.compact_ahead()) as after:
                 async for notice in after:
                     yield notice
+            await self.read_ahead()
 
     async def _fitted_content(self) -> tuple[dict[str, Any], Compacted | None]:
         """The request's content (`_content`), and with several endpoints, on an endpoint the

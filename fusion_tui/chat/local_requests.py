@@ -137,10 +137,12 @@ class LocalRequests:
             "temperature": self.settings.llm.temperature,
         }
 
-    async def _side_call(self, body: dict[str, Any], slot: int | None = None) -> str:
+    async def _side_call(
+        self, body: dict[str, Any], slot: int | None = None, *, record: bool = True
+    ) -> str:
         """One side call (title, summary); its text. `slot` None: a slot no session holds
         (`SlotKeeper.side_slot_for`), else the one named (the session's own, for a title that
-        continues its prompt)."""
+        continues its prompt). `record` False: not in the session's requests (a read-ahead)."""
         gate = self.keeper.gate
         assert gate is not None
         side = self.keeper.side_slot_for() if slot is None else slot
@@ -155,7 +157,7 @@ class LocalRequests:
                     if isinstance(event, TextDelta):
                         first_at = self.clock.now() if first_at is None else first_at
                         pieces.append(event.text)
-                    elif isinstance(event, StreamEnd):
+                    elif isinstance(event, StreamEnd) and record:
                         ttft = ((first_at or self.clock.now()) - started) * 1000
                         self._record_request(event, ttft, side=True)
         return "".join(pieces)

@@ -14,6 +14,7 @@ from typing import Any
 
 from fusion_tui.agent.host import template_frame
 from fusion_tui.agent.prompt import TemplateFrame, TemplateProbeError
+from fusion_tui.chat.chat_prompt import next_turn_opening
 from fusion_tui.chat.compaction import (
     SUMMARY_TOKENS,
     Compactor,
@@ -100,6 +101,26 @@ class LocalSideCalls(LocalRequests):
             return
         if compacted is not None:
             yield compacted
+
+    async def read_ahead(self) -> None:
+        """After a completed turn (and any compaction ahead): read the next turn's opening (the
+        answer's end and the next user header, or the whole compacted prompt) into the
+        session's own slot with `n_predict: 0`, while the user reads and types. The next turn
+        extends it exactly, so those tokens are off its first token and nothing is read twice.
+        Only with the exact-extension prompt and a pinned slot; a failure costs nothing."""
+        if self.keeper.conn is None:
+            return
+        slot = self.pool.pins.get(self.session.id)
+        frame = await self._frame()
+        if slot is None or frame is None:
+            return
+        summary = load_summary(self.store, self.session.id)
+        prompt = next_turn_opening(frame, SYSTEM_PROMPT, self.session.messages, summary)
+        body = {"prompt": prompt, "n_predict": 0, "temperature": 0.0}
+        try:
+            await self._side_call(body, slot=slot, record=False)
+        except ServerError:
+            return  # the next turn reads it, as it would have
 
     async def _count(self, prompt: str) -> int:
         assert self.conn is not None

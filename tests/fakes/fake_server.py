@@ -30,7 +30,9 @@ an HTTP error instead; `queue_seconds` before a slot is taken (no headers, slot 
 `hang` = "queued" (no slot, no headers) | "prompt" (slot processing, nothing moving) |
 "first_token" (prompt done) | "mid_stream" (after the first chunk), each until `release()` or
 the client disconnects; `disconnect_after` = close the socket after N text chunks; `id_slot`,
-`prompt_n`, `cache_n` override what the final event reports.
+`prompt_n`, `cache_n` override what the final event reports. A request with `n_predict: 0` reads
+its prompt into the slot and generates nothing (stop type `limit`), as the real server does; it
+takes no scripted reply.
 
 A client disconnect cancels the task and frees the slot, as on the real server.
 """
@@ -145,6 +147,15 @@ class FakeLlamaServer:
 
     def script(self, *replies: Reply) -> None:
         self._queue.extend(replies)
+
+    def completions(self, *, read_aheads: bool = False) -> list[RecordedRequest]:
+        """The completion requests in order; without the chat's read-aheads (`n_predict: 0`,
+        the next turn's opening read into the slot after an answer) unless asked for."""
+        return [
+            r for r in self.requests
+            if r.path.startswith("/completion")
+            and (read_aheads or not isinstance(r.body, dict) or r.body.get("n_predict") != 0)
+        ]  # fmt: skip
 
     def release(self) -> None:
         """End every current hang (queued, prompt, first token, mid-stream, `/slots`)."""
@@ -374,7 +385,10 @@ class FakeLlamaServer:
                        "n_prompt_tokens": n, "n_ctx": self.n_ctx}  # fmt: skip
                 await self._send_json(writer, 400, {"error": err}, close=True)
                 return
-        reply = self._queue.pop(0) if self._queue else self.default_reply
+        if body.get("n_predict") == 0:  # the prompt read into the slot, nothing generated
+            reply = Reply(text=[], stop_type="limit")
+        else:
+            reply = self._queue.pop(0) if self._queue else self.default_reply
         if reply.status != 200:
             err = reply.error or {
                 "code": reply.status,
@@ -518,7 +532,7 @@ class FakeLlamaServer:
                 "truncated": False,
                 "stop_type": reply.stop_type,
                 "stopping_word": "",
-                "tokens_cached": len(tokens) + len(generated) - 1,
+                "tokens_cached": len(tokens) + max(0, len(generated) - 1),
                 "timings": timings,
             }
             slot.release(tokens + generated, self._table.next_tick())

@@ -44,7 +44,7 @@ def alpha_beta3() -> Iterator[tuple[FakeLlamaServer, FakeLlamaServer]]:
 
 
 def prompts(srv: FakeLlamaServer) -> list[str]:
-    return [str(r.body.get("prompt", "")) for r in srv.requests if r.path.startswith("/completion")]
+    return [str(r.body.get("prompt", "")) for r in srv.completions()]
 
 
 async def drain(backend: AgentBackend, text: str) -> list[Any]:
@@ -83,7 +83,7 @@ async def test_a_resumed_agent_session_on_the_second_endpoint_shows_its_slots_gr
         assert len(await view.slots()) == 3  # beta's slots, not the first connection's
         b.script(act("finish", summary="done there"))
         events = await drain(again, "second task")
-        served = [r for r in b.requests if r.path.startswith("/completion")]
+        served = [r for r in b.completions()]
         owners = view.slot_owners()
     finally:
         await again.close()
@@ -117,7 +117,7 @@ async def test_after_a_move_mid_task_the_keeper_and_the_slot_map_follow_the_sess
     assert [e.label for e in moved if isinstance(e, TurnEndpoint)] == ["alpha", "beta"]
     assert groups["beta"].current and not groups["alpha"].current and beta_slots == 3
     session = backend.session
-    served = [r.slot for r in b.requests if r.path.startswith("/completion")]
+    served = [r.slot for r in b.completions()]
     assert session.pinned_endpoint == "beta" and session.pinned_slot == served[-1]
     assert session.server is not None and session.server.total_slots == 3
     assert session.pinned_slot in groups["beta"].owners

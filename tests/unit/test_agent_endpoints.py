@@ -74,7 +74,7 @@ async def test_in_the_tui_agent_mode_asks_before_moving_and_waiting_keeps_the_wo
             await _drain(backend, "first task")
             a.stop()
             waited = await _drain(backend, "my precious task")
-            b_used = sum(1 for r in b.requests if r.path.startswith("/completion"))
+            b_used = sum(1 for r in b.completions())
             b.script(act("finish", summary="done there"))
             moved = await _drain(backend, "try again")
         finally:

@@ -25,11 +25,7 @@ def paths(tmp_path: Path) -> AppPaths:
 
 
 def prompts(srv: FakeLlamaServer) -> list[tuple[int | None, str]]:
-    return [
-        (r.slot, str(r.body.get("prompt", "")))
-        for r in srv.requests
-        if r.path.startswith("/completion")
-    ]
+    return [(r.slot, str(r.body.get("prompt", ""))) for r in srv.completions()]
 
 
 async def chat(srv: FakeLlamaServer, paths: AppPaths, resume: str | None = None) -> LocalBackend:

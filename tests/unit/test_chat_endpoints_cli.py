@@ -26,7 +26,7 @@ def session_of(out: str) -> str:
 
 
 def completions(srv: FakeLlamaServer) -> int:
-    return sum(1 for r in srv.requests if r.path.startswith("/completion"))
+    return sum(1 for r in srv.completions())
 
 
 def test_chat_json_request_lines_carry_the_endpoint_and_a_move_is_said_and_marked(

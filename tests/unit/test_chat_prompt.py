@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from fusion_tui.agent.prompt import TemplateFrame
-from fusion_tui.chat.chat_prompt import ChatSummary, chat_prompt
+from fusion_tui.chat.chat_prompt import ChatSummary, chat_prompt, next_turn_opening
+from fusion_tui.chat.events import ReplyDone
 from fusion_tui.chat.local import LocalBackend
 from fusion_tui.chat.local_side_calls import SYSTEM_PROMPT
 from fusion_tui.paths import AppPaths
@@ -45,6 +46,19 @@ def test_a_summary_replaces_the_covered_turns_in_the_system_text() -> None:
     assert "we talked" in text and "old" not in text and text.count("<|im_start|>user") == 1
 
 
+def test_the_next_turns_opening_is_the_next_prompt_up_to_the_users_text() -> None:
+    msgs = [Message("user", "hi"), Message("assistant", "hello")]
+    opening = next_turn_opening(FRAME, "S", msgs)
+    assert opening.endswith("hello<|im_end|>\n<|im_start|>user\n")
+    nxt = chat_prompt(FRAME, "S", [*msgs, Message("user", "more")])
+    assert nxt == opening + "more" + FRAME.user_to_assistant
+    summary = ChatSummary("we talked", covers=2)
+    later = [*msgs, Message("user", "more"), Message("assistant", "ok")]
+    assert chat_prompt(FRAME, "S", [*later, Message("user", "x")], summary).startswith(
+        next_turn_opening(FRAME, "S", later, summary)
+    )
+
+
 @pytest.fixture
 def paths(tmp_path: Path) -> AppPaths:
     return AppPaths(*(tmp_path / n for n in ("config", "data", "state", "log")))
@@ -58,10 +72,34 @@ async def test_the_chat_sends_the_templated_prompt_to_completion(paths: AppPaths
         await turn(backend, "say ava")
         await turn(backend, "again")
         await backend.close()
-    bodies = [r.body for r in srv.requests if r.path.startswith("/completion")]
+    bodies = [r.body for r in srv.completions()]
     assert len(bodies) == 2 and all("messages" not in b for b in bodies)
     first, second = bodies[0]["prompt"], bodies[1]["prompt"]
     assert first.startswith("<|im_start|>system\n" + SYSTEM_PROMPT)
     assert second.startswith(first + " Ava, ava, ava,")
-    ends = [r for r in srv.requests if r.path.startswith("/completion")]
+    ends = [r for r in srv.completions()]
     assert ends[1].slot == ends[0].slot
+
+
+async def test_after_an_answer_the_next_turns_opening_is_read_into_the_sessions_slot(
+    paths: AppPaths,
+) -> None:
+    with FakeLlamaServer(total_slots=3, n_ctx=4096) as srv:
+        backend = LocalBackend(fast_settings(), paths, connector=connector_for(srv, None))
+        await backend.start(lambda _s: None)
+        srv.script(Reply(text=[" first", " answer"]), Reply(status=500))
+        await turn(backend, "say something")
+        after_first = srv.completions(read_aheads=True)
+        failed = await turn(backend, "this one fails")
+        after_failed = srv.completions(read_aheads=True)
+        await turn(backend, "and now")
+        await backend.close()
+    asked, ahead = after_first  # the turn, then the read-ahead: nothing generated
+    assert ahead.body["n_predict"] == 0 and ahead.slot == asked.slot
+    assert ahead.body["prompt"] == asked.body["prompt"] + " first answer" + FRAME.assistant_to_user
+    assert [e.outcome for e in failed if isinstance(e, ReplyDone)] == ["error"]
+    assert len(after_failed) == 3  # a turn that did not complete reads nothing ahead
+    last = srv.completions()[-1]
+    assert last.slot == asked.slot and last.body["prompt"].startswith(ahead.body["prompt"])
+    # read-aheads are no requests of the session: its records are its turns
+    assert [r.side_call for r in backend.session.requests] == [False, False]

@@ -32,7 +32,7 @@ def big_small() -> Iterator[tuple[FakeLlamaServer, FakeLlamaServer]]:
 
 
 def prompts(srv: FakeLlamaServer) -> list[str]:
-    return [str(r.body.get("prompt", "")) for r in srv.requests if r.path.startswith("/completion")]
+    return [str(r.body.get("prompt", "")) for r in srv.completions()]
 
 
 def done(events: Sequence[object]) -> ReplyDone:

@@ -36,7 +36,7 @@ def settings_for(a: FakeLlamaServer, b: FakeLlamaServer) -> Settings:
 
 
 def completions(srv: FakeLlamaServer) -> list[int]:
-    return [r.body.get("id_slot", -1) for r in srv.requests if r.path.startswith("/completion")]
+    return [r.body.get("id_slot", -1) for r in srv.completions()]
 
 
 async def backend_for(settings: Settings, paths: AppPaths, **kw: object) -> FakeChatBackend:

@@ -37,7 +37,7 @@ def srv(slot_dir: Path) -> Iterator[DiskFake]:
 
 def completions(srv: FakeLlamaServer) -> list[int]:
     """`id_slot` of every completion request the fake received."""
-    return [r.body.get("id_slot", -1) for r in srv.requests if r.path.startswith("/completion")]
+    return [r.body.get("id_slot", -1) for r in srv.completions()]
 
 
 def done(events: list[object]) -> ReplyDone:
@@ -73,7 +73,7 @@ async def test_title_side_call_never_uses_the_sessions_slot(
     side = completions(srv)[-1]
     assert title == "Parser refactor"
     assert side != own and 0 <= side < 4
-    body = [r.body for r in srv.requests if r.path.startswith("/completion")][-1]
+    body = [r.body for r in srv.completions()][-1]
     assert body["n_predict"] <= 32 and "<assistant>" in body["prompt"]
     assert len(body["prompt"]) < 600  # only the first message, not the session
     stored = SessionStore.default(paths).load(backend.session.id)
@@ -255,7 +255,9 @@ async def test_watch_off_still_completes(srv: DiskFake, paths: AppPaths, slot_di
     polls = [r for r in srv.requests if r.path == "/slots"]
     await backend.close()
     assert done(events).outcome == "completed"
-    assert len(polls) == 2  # choosing the empty slot, and the gate's busy check before sending
+    # choosing the empty slot, and the gate's busy checks before sending and before reading the
+    # next turn's opening ahead
+    assert len(polls) == 3
 
 
 async def test_switching_sessions_saves_the_slot_and_the_map_hooks_answer(
