@@ -39,6 +39,8 @@ LOG_VERBOSITY = 4
 
 OWNED_FLAGS = frozenset({"-m", "--model", "--host", "--port", "-hf", "--hf-repo"})
 THREAD_FLAGS = frozenset({"-t", "--threads"})
+IDLE_SLOT_FLAGS = frozenset({"--cache-idle-slots", "--no-cache-idle-slots"})
+"""Who copies idle slots to the RAM prompt cache: ours is off (`argv`) unless extraArgs say."""
 SMALL_MACHINE = 4
 """Up to this many usable cores, auto threads leave one core to the rest of the machine."""
 RPC_RE = re.compile(r"^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.-]*):([0-9]{1,5})$")
@@ -186,6 +188,12 @@ class LaunchSpec:
             str(LOG_VERBOSITY),
         ]
         args.append("--kv-unified" if self.kv_unified else "--no-kv-unified")
+        if not IDLE_SLOT_FLAGS & set(self.extra_args):
+            # the server's default copies every idle slot that changed into its RAM prompt
+            # cache when any task starts: another session's whole KV (100 MB at 4,500 tokens of
+            # the demo model) on each first token. Split slots keep their cache without it, and
+            # a slot's prompt still goes to RAM when another prompt takes the slot.
+            args.append("--no-cache-idle-slots")
         if self.swa_full:
             args.append("--swa-full")
         if self.slot_save_path is not None:

@@ -219,6 +219,14 @@ def test_our_own_fit_replaces_llama_cpp_fit(tmp_path: Path) -> None:
     assert argv[argv.index("--host") + 1] == "127.0.0.1"
 
 
+def test_idle_slots_are_not_copied_to_the_ram_cache_unless_extra_args_say(tmp_path: Path) -> None:
+    argv = LaunchSpec(model=tmp_path / "m.gguf").argv("llama-server", 8080)
+    assert "--no-cache-idle-slots" in argv
+    own = LaunchSpec(model=tmp_path / "m.gguf", extra_args=("--cache-idle-slots",))
+    argv = own.argv("llama-server", 8080)
+    assert "--no-cache-idle-slots" not in argv and argv[-1] == "--cache-idle-slots"
+
+
 def test_log_notes_state_the_plan_and_the_check() -> None:
     from fusion_tui.server.log_notes import allocation_note, plan_note
 
