@@ -20,9 +20,16 @@ different policies at once), so load and clock drift on a shared machine fall on
   agent           agent tasks in two workspaces A and B alternating (`AgentHost`/`SessionRunner`)
   swa             `sequential` and `restart` on Gemma 3 270M (sliding window) without --swa-full
 
-Per phase: prompt tokens evaluated (side calls included), the minimum (the tokens new in each
-request), first-token time (median of the session turns, from the moment the turn is asked:
-gate, `/slots` polls and restores included), the client's share of it (first-token time minus
+fusion-tui's driver runs each turn as the TUI does: the first keystroke of the message tells the
+backend (`read_ahead`), which makes the session's slot ready (a restore, room made) and reads the
+next prompt's opening (the last answer's end, the next user header) into it; the user is taken
+to type for longer than that (about 40 ms here), and the first token counts from Enter. Those
+read-aheads are requests of their own in the counts (`readahead` in the trace).
+
+Per phase: prompt tokens evaluated (side calls and read-aheads included), the minimum (the tokens
+new in each request), first-token time (median of the session turns, from the moment the turn
+is asked: gate, `/slots` polls and restores not done at the keystroke included), the client's
+share of it (first-token time minus
 the server's own prompt time, median: what a policy adds, robust to a loaded box), refused
 turns, and fusion / plain. `--runs N` repeats
 everything N times and prints medians with the spread; `--trace` prints every request (session,

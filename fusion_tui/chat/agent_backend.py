@@ -265,6 +265,9 @@ class AgentBackend:
     async def make_title(self) -> str | None:
         return None  # the first message titles an agent session
 
+    async def read_ahead(self) -> None:
+        return None  # an agent's next prompt is its task and tool results: nothing to read yet
+
     # --- the server ----------------------------------------------------------------------------
 
     async def stop_server(self) -> str | None:

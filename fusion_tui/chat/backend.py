@@ -96,6 +96,12 @@ class Backend(Protocol):
         """
         ...
 
+    async def read_ahead(self) -> None:
+        """The user started typing the next message: prepare what its turn will need (the plain
+        chat: the session's slot, and the next prompt's opening read into it). Called once per
+        keystroke run; cheap to call again; never raises for a server that is not there."""
+        ...
+
     def history(self) -> builtins.list[Said]:
         """The current session's messages with their cancel marks, for redrawing the chat."""
         ...

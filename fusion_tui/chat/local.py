@@ -18,6 +18,8 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from typing import Any
 
+import anyio
+
 from fusion_tui.chat import endpoint_turns, server_stop
 from fusion_tui.chat.backend import (
     Said,
@@ -86,6 +88,9 @@ class LocalBackend(LocalSideCalls):
         self.ask_failover = None
         """Asked before a session moves to another endpoint (the TUI); None: move."""
         self._primary: Connection | None = None
+        self._turn_lock = anyio.Lock()
+        self._ahead_key = None
+        self._ahead_notes = []
 
     def _open_session(self, resume: str | None) -> Session:
         if resume is None:
@@ -177,9 +182,8 @@ class LocalBackend(LocalSideCalls):
         """The turn, with side calls held off (`SideCallQueue`): a running title is cut short
         and rerun after it, so it never competes with the turn's first token. After a completed
         turn (its `ReplyDone`), the session compacts ahead when the next turn would not fit
-        (`compact_ahead`), then reads the next turn's opening into its slot (`read_ahead`);
-        closing the events there cuts that short, and the next turn compacts before its request
-        instead (or reads that opening itself)."""
+        (`compact_ahead`); closing the events there cuts that short, and the next turn
+        compacts before its request instead."""
         completed = False
         async with self.side_calls.turn(), aclosing(self._reply(text)) as events:
             async for event in events:
@@ -189,7 +193,6 @@ class LocalBackend(LocalSideCalls):
             async with aclosing(self.compact_ahead()) as after:
                 async for notice in after:
                     yield notice
-            await self.read_ahead()
 
     async def _fitted_content(self) -> tuple[dict[str, Any], Compacted | None]:
         """The request's content (`_content`), and with several endpoints, on an endpoint the
@@ -214,10 +217,10 @@ class LocalBackend(LocalSideCalls):
                 placed = await endpoint_turns.before_turn(self)
                 for shown in placed[1]:
                     yield shown
-            for note in await keeper.warm_resume():
-                yield Notice(note)
-            slot = await keeper.next_slot() if placed is None else placed[0]
-            for note in keeper.take_notes():
+            async with self._turn_lock:  # a read-ahead (the first keystroke) finishes first
+                notes, self._ahead_notes = [*self._ahead_notes, *await keeper.warm_resume()], []
+                slot = await keeper.next_slot() if placed is None else placed[0]
+            for note in [*notes, *keeper.take_notes()]:
                 yield Notice(note)
             content, compacted = await self._fitted_content()
             if compacted is not None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from typing import Any
 
+import anyio
+
 from fusion_tui.agent.host import template_frame
 from fusion_tui.agent.prompt import TemplateFrame, TemplateProbeError
 from fusion_tui.chat.chat_prompt import next_turn_opening
@@ -38,6 +40,12 @@ SYSTEM_PROMPT = (
 class LocalSideCalls(LocalRequests):
     side_calls: SideCallQueue
     """Titles run between turns, never beside one."""
+    _turn_lock: anyio.Lock
+    """A read-ahead and the start of a turn: one at a time (the turn waits for it)."""
+    _ahead_key: tuple[str, int] | None
+    """(session, messages) of the last read-ahead: once per turn."""
+    _ahead_notes: list[str]
+    """What preparing the slot at the read-ahead said, for the next turn to show."""
 
     def chat_messages(self) -> list[dict[str, str]]:
         """The request's messages: a fixed system prompt, then the transcript, append-only."""
@@ -103,24 +111,38 @@ class LocalSideCalls(LocalRequests):
             yield compacted
 
     async def read_ahead(self) -> None:
-        """After a completed turn (and any compaction ahead): read the next turn's opening (the
-        answer's end and the next user header, or the whole compacted prompt) into the
-        session's own slot with `n_predict: 0`, while the user reads and types. The next turn
-        extends it exactly, so those tokens are off its first token and nothing is read twice.
-        Only with the exact-extension prompt and a pinned slot; a failure costs nothing."""
-        if self.keeper.conn is None:
+        """The user started the next message (the TUI's first keystroke): make the session's
+        slot ready as its next turn would (a resumed session's saved slot restored, room made:
+        `warm_resume`, `next_slot`, their notes kept for that turn) and read the next turn's
+        opening (the last answer's end and the next user header) into it with `n_predict: 0`.
+        The turn extends that prompt exactly, so this work is off its first token and nothing
+        is read twice; a message never sent costs those few tokens. Once per turn; a session
+        that has no answer yet, several endpoints or a prompt about to compact: nothing read.
+        A failure costs nothing: the turn does it all again."""
+        session = self.session
+        key = (session.id, len(session.messages))
+        if self._ahead_key == key or self.keeper.conn is None or self.endpoints is not None:
             return
-        slot = self.pool.pins.get(self.session.id)
-        frame = await self._frame()
-        if slot is None or frame is None:
+        if not any(m.role == "assistant" and m.content for m in session.messages):
             return
-        summary = load_summary(self.store, self.session.id)
-        prompt = next_turn_opening(frame, SYSTEM_PROMPT, self.session.messages, summary)
-        body = {"prompt": prompt, "n_predict": 0, "temperature": 0.0}
-        try:
-            await self._side_call(body, slot=slot, record=False)
-        except ServerError:
-            return  # the next turn reads it, as it would have
+        self._ahead_key = key
+        async with self._turn_lock:
+            try:
+                self._ahead_notes += await self.keeper.warm_resume()
+                slot = await self.keeper.next_slot()
+                self._ahead_notes += self.keeper.take_notes()
+                compactor = await self._compactor()
+                if slot < 0 or compactor is None:
+                    return
+                if await compactor.ahead_due(self.store, session):
+                    return  # the turn compacts first: its prompt starts anew
+                summary = load_summary(self.store, session.id)
+                frame, messages = compactor.frame, session.messages
+                prompt = next_turn_opening(frame, SYSTEM_PROMPT, messages, summary)
+                body = {"prompt": prompt, "n_predict": 0, "temperature": 0.0}
+                await self._side_call(body, slot=slot, record=False)
+            except ServerError:
+                return
 
     async def _count(self, prompt: str) -> int:
         assert self.conn is not None

@@ -41,6 +41,8 @@ class ScriptedBackend:
         self.status = status
         self._history: list[Said] = [Said(*h) for h in history]
         self.sent: list[str] = []
+        self.read_aheads = 0
+        """How often the screen said the user started the next message."""
         self.hold_after = hold_after
         """Stop after this many fragments and wait forever (to test cancel mid-stream)."""
         self.start_error = start_error
@@ -111,6 +113,9 @@ class ScriptedBackend:
 
     async def make_title(self) -> str | None:
         return None
+
+    async def read_ahead(self) -> None:
+        self.read_aheads += 1
 
     # --- the server ------------------------------------------------------------------------------
 

@@ -10,7 +10,6 @@ import pytest
 
 from fusion_tui.agent.prompt import TemplateFrame
 from fusion_tui.chat.chat_prompt import ChatSummary, chat_prompt, next_turn_opening
-from fusion_tui.chat.events import ReplyDone
 from fusion_tui.chat.local import LocalBackend
 from fusion_tui.chat.local_side_calls import SYSTEM_PROMPT
 from fusion_tui.paths import AppPaths
@@ -81,25 +80,27 @@ async def test_the_chat_sends_the_templated_prompt_to_completion(paths: AppPaths
     assert ends[1].slot == ends[0].slot
 
 
-async def test_after_an_answer_the_next_turns_opening_is_read_into_the_sessions_slot(
+async def test_the_next_message_started_reads_its_opening_into_the_sessions_slot(
     paths: AppPaths,
 ) -> None:
     with FakeLlamaServer(total_slots=3, n_ctx=4096) as srv:
         backend = LocalBackend(fast_settings(), paths, connector=connector_for(srv, None))
         await backend.start(lambda _s: None)
-        srv.script(Reply(text=[" first", " answer"]), Reply(status=500))
+        await backend.read_ahead()  # no answer yet: nothing to read ahead of
+        assert srv.completions(read_aheads=True) == []
+        srv.script(Reply(text=[" first", " answer"]))
         await turn(backend, "say something")
-        after_first = srv.completions(read_aheads=True)
-        failed = await turn(backend, "this one fails")
-        after_failed = srv.completions(read_aheads=True)
+        await backend.read_ahead()  # the user starts the next message
+        await backend.read_ahead()  # and types on: once per turn
+        sent = srv.completions(read_aheads=True)
         await turn(backend, "and now")
         await backend.close()
-    asked, ahead = after_first  # the turn, then the read-ahead: nothing generated
+    asked, ahead = sent  # the turn, then the read-ahead: nothing generated
     assert ahead.body["n_predict"] == 0 and ahead.slot == asked.slot
     assert ahead.body["prompt"] == asked.body["prompt"] + " first answer" + FRAME.assistant_to_user
-    assert [e.outcome for e in failed if isinstance(e, ReplyDone)] == ["error"]
-    assert len(after_failed) == 3  # a turn that did not complete reads nothing ahead
     last = srv.completions()[-1]
-    assert last.slot == asked.slot and last.body["prompt"].startswith(ahead.body["prompt"])
+    assert last.slot == asked.slot
+    assert last.body["prompt"] == ahead.body["prompt"] + "and now" + FRAME.user_to_assistant
     # read-aheads are no requests of the session: its records are its turns
     assert [r.side_call for r in backend.session.requests] == [False, False]
+    assert backend.session.requests[-1].cache_n == len(ahead.body["prompt"])  # all of it reused

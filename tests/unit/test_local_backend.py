@@ -191,6 +191,30 @@ async def test_resume_on_a_new_daemon_restores_the_saved_slot_first(
     assert done(events).note.startswith(f"resumed (restored from disk) on slot {slot} · ")
 
 
+async def test_a_resumed_session_is_restored_when_the_user_starts_typing(
+    paths: AppPaths, slot_dir: Path
+) -> None:
+    with DiskFake(slot_dir, total_slots=4, n_ctx=4096) as old:
+        one = await started(old, paths, slot_dir, pid=1)
+        await turn(one, "a question about the build")
+        await one.close()
+    with DiskFake(slot_dir, total_slots=4, n_ctx=4096) as new:
+        two = await started(new, paths, slot_dir, pid=2, resume=one.session.id)
+        await two.read_ahead()  # the first keystroke: restore, then read the opening ahead
+        before_turn = [r.path for r in new.requests if r.method == "POST"]
+        seen = len(new.requests)
+        events = await turn(two, "one more")
+        await two.close()
+    restores = [p for p in before_turn if "action=restore" in p]
+    assert len(restores) == 1 and before_turn[-1].startswith("/completion")
+    slot = int(restores[0].split("/")[2].split("?")[0])
+    assert [r.slot for r in new.completions(read_aheads=True)] == [slot, slot]
+    assert not [r for r in new.requests[seen:] if "action=restore" in r.path]  # done before
+    notices = [e.text for e in events if isinstance(e, Notice)]  # the turn still says so
+    assert notices[0].startswith(f"restored the saved slot into slot {slot}")
+    assert done(events).note.startswith(f"resumed (restored from disk) on slot {slot} · ")
+
+
 async def test_a_slot_saved_with_another_context_is_refused_with_the_reason(
     paths: AppPaths, slot_dir: Path
 ) -> None:
@@ -255,9 +279,7 @@ async def test_watch_off_still_completes(srv: DiskFake, paths: AppPaths, slot_di
     polls = [r for r in srv.requests if r.path == "/slots"]
     await backend.close()
     assert done(events).outcome == "completed"
-    # choosing the empty slot, and the gate's busy checks before sending and before reading the
-    # next turn's opening ahead
-    assert len(polls) == 3
+    assert len(polls) == 2  # choosing the empty slot, and the gate's busy check before sending
 
 
 async def test_switching_sessions_saves_the_slot_and_the_map_hooks_answer(

@@ -12,7 +12,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Footer
+from textual.widgets import Footer, TextArea
 
 from fusion_tui.chat.backend import Backend, Unavailable
 from fusion_tui.chat.events import (
@@ -202,6 +202,19 @@ class MainScreen(ServerScreen):
         await self.chat.clear_messages()
         await self.draw_history()
 
+    @on(TextArea.Changed, "#prompt")
+    def next_message_started(self) -> None:
+        """The first keys of the next message (or keys typed while the answer streamed, once it
+        is done): the backend prepares its turn while the user types (the plain chat reads the
+        next prompt's opening into the session's slot), so that work is off the first token.
+        Once per message."""
+        if self.read_ahead_asked or self.reply_running or self.server_status.state != "ready":
+            return
+        if not self.query_one(PromptInput).text.strip():
+            return
+        self.read_ahead_asked = True
+        self.run_worker(self.backend.read_ahead(), group="read-ahead", exit_on_error=False)
+
     @on(PromptInput.Submitted)
     async def send(self, event: PromptInput.Submitted) -> None:
         if self.server_status.state == "error":  # the notice in the chat says why
@@ -229,6 +242,7 @@ class MainScreen(ServerScreen):
     @work(exclusive=True, group="reply", exit_on_error=False)
     async def run_reply(self, text: str) -> None:
         self.reply_answered = False
+        self.read_ahead_asked = False  # the next message, typed after this one, reads ahead
         message = await self.chat.add_message("assistant")
         status = self.status_line
         measured = False
@@ -271,6 +285,7 @@ class MainScreen(ServerScreen):
                             await live.remove()
                             live = None
                         await message.finish(event.note, partial=event.partial)
+                        self.next_message_started()  # typed while the answer streamed
                         if event.outcome == "completed" and self.first_turn:
                             self.make_title()
                         elif event.outcome == "error" and await self.backend.died_of_sigill():

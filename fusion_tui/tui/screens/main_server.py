@@ -36,6 +36,8 @@ class ServerScreen(Screen[None]):
         self.server_status = ServerStatus()
         self.ready_toast = ReadyToast()  # shown again with the rate once the probe lands
         self.reply_answered = False
+        self.read_ahead_asked = False
+        """The backend was told the user started the next message (`next_message_started`)."""
         """The running turn has its answer (`ReplyDone`); what it still does (compaction
         ahead) gives way to the user's next move."""
 
@@ -58,8 +60,9 @@ class ServerScreen(Screen[None]):
 
     async def settle_reply(self) -> None:
         """Cut short what an answered turn still does before the session or the server changes
-        under it."""
-        for worker in self._reply_workers():
+        under it, and a read-ahead of the next message (`MainScreen.next_message_started`)."""
+        lingering = [w for w in self.workers if w.group == "read-ahead" and w.is_running]
+        for worker in [*self._reply_workers(), *lingering]:
             worker.cancel()
             with suppress(WorkerError):
                 await worker.wait()
