@@ -91,6 +91,7 @@ class LocalBackend(LocalSideCalls):
         self._turn_lock = anyio.Lock()
         self._ahead_key = None
         self._ahead_notes = []
+        self._ahead_scope = None
 
     def _open_session(self, resume: str | None) -> Session:
         if resume is None:
@@ -217,6 +218,8 @@ class LocalBackend(LocalSideCalls):
                 placed = await endpoint_turns.before_turn(self)
                 for shown in placed[1]:
                     yield shown
+            if self._ahead_scope is not None:  # reading ahead: the turn takes over from it
+                self._ahead_scope.cancel()
             async with self._turn_lock:  # a read-ahead (the first keystroke) finishes first
                 notes, self._ahead_notes = [*self._ahead_notes, *await keeper.warm_resume()], []
                 slot = await keeper.next_slot() if placed is None else placed[0]

@@ -46,6 +46,9 @@ class LocalSideCalls(LocalRequests):
     """(session, messages) of the last read-ahead: once per turn."""
     _ahead_notes: list[str]
     """What preparing the slot at the read-ahead said, for the next turn to show."""
+    _ahead_scope: anyio.CancelScope | None
+    """The read-ahead's request in flight: a turn that starts cancels it and takes over (the
+    server keeps what it read)."""
 
     def chat_messages(self) -> list[dict[str, str]]:
         """The request's messages: a fixed system prompt, then the transcript, append-only."""
@@ -130,19 +133,26 @@ class LocalSideCalls(LocalRequests):
             try:
                 self._ahead_notes += await self.keeper.warm_resume()
                 slot = await self.keeper.next_slot()
-                self._ahead_notes += self.keeper.take_notes()
                 compactor = await self._compactor()
-                if slot < 0 or compactor is None:
-                    return
-                if await compactor.ahead_due(self.store, session):
+                if compactor is None or await compactor.ahead_due(self.store, session):
                     return  # the turn compacts first: its prompt starts anew
+                if slot < 0:  # resumed cold: its prompt is read again, now rather than later
+                    slot = await self.keeper.room_to_read_into()
+                self._ahead_notes += self.keeper.take_notes()
+                if slot < 0:
+                    return
                 summary = load_summary(self.store, session.id)
                 frame, messages = compactor.frame, session.messages
                 prompt = next_turn_opening(frame, SYSTEM_PROMPT, messages, summary)
                 body = {"prompt": prompt, "n_predict": 0, "temperature": 0.0}
-                await self._side_call(body, slot=slot, record=False)
+                with anyio.CancelScope() as self._ahead_scope:  # Enter takes over (`_reply`)
+                    await self._side_call(body, slot=slot, record=False)
+                if not self._ahead_scope.cancelled_caught:
+                    self.keeper.pin_answer(slot)  # the slot holds the session now
             except ServerError:
                 return
+            finally:
+                self._ahead_scope = None
 
     async def _count(self, prompt: str) -> int:
         assert self.conn is not None

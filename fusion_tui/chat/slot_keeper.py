@@ -181,6 +181,15 @@ class SlotKeeper(SlotRoom):
             return mine
         return -1
 
+    async def room_to_read_into(self) -> int:
+        """A slot for a returning session that has none on this launch (resumed cold), as a new
+        session gets one (`room`): its prompt is read into it ahead of the turn; -1: none."""
+        room = await self.room()
+        if room is None:
+            return -1
+        self._landed(restored=False)
+        return room
+
     def _same_launch(self) -> bool:
         return self.session.server is not None and self.session.server.same_server(self.identity())
 

@@ -258,6 +258,31 @@ async def test_a_changed_model_file_is_refused(
     assert completions(new) == [-1]
 
 
+async def test_a_session_resumed_cold_is_read_again_while_the_user_types(
+    paths: AppPaths, slot_dir: Path, tmp_path: Path
+) -> None:
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF" + b"\0" * 100)
+    with DiskFake(slot_dir, model_path=str(model)) as old:
+        one = await started(old, paths, slot_dir, pid=1)
+        await turn(one, "a question")
+        await one.close()
+    model.write_bytes(b"GGUF" + b"\0" * 200)  # the saved slot cannot be restored
+    with DiskFake(slot_dir, model_path=str(model)) as new:
+        two = await started(new, paths, slot_dir, pid=2, resume=one.session.id)
+        await two.read_ahead()
+        events = await turn(two, "again")
+        await two.close()
+    ahead, asked = new.completions(read_aheads=True)
+    assert ahead.body["n_predict"] == 0 and ahead.slot is not None and ahead.slot >= 0
+    assert ahead.body["id_slot"] == ahead.slot  # a slot chosen as a new session's, not -1
+    assert asked.body["id_slot"] == ahead.slot  # the turn went where its prompt was read
+    end = next(e for e in events if isinstance(e, StreamEnd))
+    assert end.timings.cache_n == len(ahead.body["prompt"])  # only the new words were read
+    notices = [e.text for e in events if isinstance(e, Notice)]
+    assert notices[0].startswith("cold start: the saved slot does not fit")
+
+
 async def test_an_external_server_resumes_cold_with_a_note(paths: AppPaths) -> None:
     with FakeLlamaServer() as old:
         one = await started(old, paths, None, pid=1)

@@ -60,6 +60,32 @@ async def test_six_sessions_on_two_slots_round_robin_come_back_from_disk(
     assert {b.session.pinned_slot for b in backends} <= {0, 1}
 
 
+async def test_typing_brings_a_returning_session_back_once_and_its_turn_reads_only_new_words(
+    paths: AppPaths, tmp_path: Path
+) -> None:
+    slot_dir = tmp_path / "slots"
+    slot_dir.mkdir()
+    with DiskFake(slot_dir, total_slots=2, n_ctx=8192) as srv:
+        backends = [await started(srv, paths, slot_dir) for _ in range(3)]
+        for k, b in enumerate(backends):  # the third takes the first one's slot
+            await turn(b, f"session {k}: " + "context " * 40)
+        first = backends[0]
+        await first.read_ahead()  # its slot was taken: a slot made ready now, its prompt in it
+        mark = len(srv.requests)
+        events = await turn(first, "back again")
+        during = srv.requests[mark:]
+        for b in backends:
+            await b.close()
+    notes = [e.text for e in events if isinstance(e, Notice)]
+    assert [n.startswith("took slot") for n in notes].count(True) == 1, notes  # once
+    sent_at = next(i for i, q in enumerate(during) if q.path.startswith("/completion"))
+    assert not [q for q in during[:sent_at] if "action=" in q.path]  # none before its request
+    ahead = srv.completions(read_aheads=True)[-2]
+    assert ahead.body["n_predict"] == 0
+    end = first.session.requests[-1]
+    assert end.cache_n == len(ahead.body["prompt"])  # the turn read only the new words
+
+
 def test_the_ledger_keeps_one_slot_per_session_and_ignores_other_launches(tmp_path: Path) -> None:
     clock = iter([1.0, 2.0, 3.0])
     ledger = SlotLedger(tmp_path, now=lambda: next(clock))
