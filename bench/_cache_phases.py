@@ -169,6 +169,7 @@ class FusionDriver(Driver):
             self.runners[label.session] = runner
         token = LABEL.set(label)
         try:
+            self.rec.mark_call()  # the task is given: its first step's first token counts from here
             await runner.run(task)
         finally:
             LABEL.reset(token)
@@ -272,6 +273,7 @@ class PlainDriver(Driver):
             self.runners[label.session] = runner
         token = LABEL.set(label)
         try:
+            self.rec.mark_call()  # the task is given: its first step's first token counts from here
             await runner.run(task)
         finally:
             LABEL.reset(token)

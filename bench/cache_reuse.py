@@ -27,9 +27,10 @@ to type for longer than that (about 40 ms here), and the first token counts from
 read-aheads are requests of their own in the counts (`readahead` in the trace).
 
 Per phase: prompt tokens evaluated (side calls and read-aheads included), the minimum (the tokens
-new in each request), first-token time (median of the session turns, from the moment the turn
-is asked: gate, `/slots` polls and restores not done at the keystroke included), the client's
-share of it (first-token time minus
+new in each request), first-token time (median of the session turns: a turn's first request,
+from the moment the turn is asked, gate, `/slots` polls and restores not done at the keystroke
+included; in `agent` a turn is a task, its later steps are its own work and their median is
+`step_ttft_ms` in `--json`), the client's share of it (first-token time minus
 the server's own prompt time, median: what a policy adds, robust to a loaded box), refused
 turns, and fusion / plain. `--runs N` repeats
 everything N times and prints medians with the spread; `--trace` prints every request (session,
@@ -198,7 +199,13 @@ async def one_run(args: argparse.Namespace) -> dict[str, list[Row]]:
 def figures(rows: list[Row], phase: str) -> dict[str, float]:
     mine = [r for r in rows if r.label.phase == phase]
     turns = [r for r in mine if r.label.is_turn]
-    ttfts = sorted(t for r in turns if not r.error and (t := r.ttft_ms) is not None)
+    # a turn's first token is its first request's (an agent task's first step, from the moment
+    # the task was given; its later steps are the turn's own work); `step_ttft_ms`: every step
+    firsts: dict[tuple[str, int, int], Row] = {}
+    for r in turns:
+        firsts.setdefault((r.label.session, r.label.turn, r.epoch), r)
+    ttfts = sorted(t for r in firsts.values() if not r.error and (t := r.ttft_ms) is not None)
+    steps = sorted(t for r in turns if not r.error and (t := r.ttft_ms) is not None)
     mid = ttfts[len(ttfts) // 2] if ttfts else 0.0
     if ttfts and len(ttfts) % 2 == 0:
         mid = (ttfts[len(ttfts) // 2 - 1] + ttfts[len(ttfts) // 2]) / 2
@@ -208,6 +215,7 @@ def figures(rows: list[Row], phase: str) -> dict[str, float]:
         "evaluated": sum(r.prompt_n for r in mine),
         "minimum": sum(r.minimum for r in mine),
         "ttft_ms": mid,
+        "step_ttft_ms": steps[len(steps) // 2] if steps else 0.0,
         "refused": sum(1 for r in turns if r.error),
         "requests": len(mine),
     }
@@ -219,7 +227,7 @@ def summarize(runs: list[dict[str, list[Row]]], phases: list[str]) -> list[dict[
         per = {p: [figures(run[p], phase) for run in runs] for p in ("fusion", "plain")}
         row: dict[str, Any] = {"phase": phase}
         for policy, figs in per.items():
-            for key in ("evaluated", "minimum", "ttft_ms", "client_ms", "refused"):
+            for key in ("evaluated", "minimum", "ttft_ms", "step_ttft_ms", "client_ms", "refused"):
                 med, lo, hi = median_spread([f[key] for f in figs])
                 row[f"{policy}_{key}"] = med
                 row[f"{policy}_{key}_spread"] = [lo, hi]
@@ -229,6 +237,9 @@ def summarize(runs: list[dict[str, list[Row]]], phases: list[str]) -> list[dict[
                     strict=True) if p["ttft_ms"]]  # fmt: skip
         row["evaluated_ratio"], *row["evaluated_ratio_spread"] = median_spread(ratios_e)
         row["ttft_ratio"], *row["ttft_ratio_spread"] = median_spread(ratios_t)
+        ratios_s = [f["step_ttft_ms"] / p["step_ttft_ms"] for f, p in zip(per["fusion"],
+                    per["plain"], strict=True) if p["step_ttft_ms"]]  # fmt: skip
+        row["step_ttft_ratio"], *row["step_ttft_ratio_spread"] = median_spread(ratios_s)
         minimum = row["fusion_minimum"]
         row["fusion_vs_minimum"] = row["fusion_evaluated"] / minimum if minimum else None
         out.append(row)

@@ -156,3 +156,23 @@ async def test_six_sessions_on_two_slots_ride_the_servers_ram_cache_back(
         first, second = own_requests(b)
         assert second.cache_n >= first.prompt_n + first.cache_n, (first, second)
         assert second.prompt_n <= 24, second  # the new turn only: the RAM cache had it all
+
+
+async def test_typing_reads_the_next_prompts_opening_ahead_and_the_turn_reads_only_its_words(
+    server: RealServer,
+) -> None:
+    b = await backend(server, max_tokens=8)
+    await completed_turn(b, "Name three colours.")
+    first = own_requests(b)[-1]
+    await b.read_ahead()  # the first keystroke of the next message
+    text = "And three fruits?"
+    await completed_turn(b, text)
+    second = own_requests(b)[-1]
+    assert b.conn is not None
+    words = len(await b.conn.client.tokenize(text, add_special=False))
+    await b.close()
+    assert second.id_slot == first.id_slot
+    # the slot held prompt + answer + the next user header: the turn read its words and the
+    # frame's end-of-user / assistant header (5 tokens of ChatML) only
+    assert second.cache_n >= first.prompt_n + first.cache_n + 8 + 4, (first, second)
+    assert second.prompt_n <= words + 6, (second, words)
