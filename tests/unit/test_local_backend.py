@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from fusion_tui.chat.events import Notice, Progress, ReplyDone
+from fusion_tui.chat.local import LocalBackend
 from fusion_tui.paths import AppPaths
 from fusion_tui.server.types import StreamEnd
 from fusion_tui.sessions.store import SessionStore
@@ -166,13 +168,22 @@ async def test_resume_on_the_same_server_names_the_slot_the_ledger_says_it_holds
     assert done(events).note.startswith(f"resumed on slot {pinned} · ")
 
 
+async def left_on_a_daemon(
+    paths: AppPaths, slot_dir: Path, text: str = "a question", **fake: Any
+) -> LocalBackend:
+    """A session answered once on a managed daemon (a `DiskFake`) and left: its slot saved."""
+    with DiskFake(slot_dir, **fake) as old:
+        one = await started(old, paths, slot_dir, pid=1)
+        await turn(one, text)
+        await one.close()
+    return one
+
+
 async def test_resume_on_a_new_daemon_restores_the_saved_slot_first(
     paths: AppPaths, slot_dir: Path
 ) -> None:
-    with DiskFake(slot_dir, total_slots=4, n_ctx=4096) as old:
-        one = await started(old, paths, slot_dir, pid=1)
-        await turn(one, "a question about the build")
-        await one.close()  # leaves the session: its slot is saved
+    one = await left_on_a_daemon(paths, slot_dir, "a question about the build", total_slots=4,
+                                 n_ctx=4096)  # fmt: skip
     assert (slot_dir / f"{one.session.id}.kv").is_file()
     assert (slot_dir / f"{one.session.id}.kv.json").is_file()
     with DiskFake(slot_dir, total_slots=4, n_ctx=4096) as new:
@@ -194,10 +205,8 @@ async def test_resume_on_a_new_daemon_restores_the_saved_slot_first(
 async def test_a_resumed_session_is_restored_when_the_user_starts_typing(
     paths: AppPaths, slot_dir: Path
 ) -> None:
-    with DiskFake(slot_dir, total_slots=4, n_ctx=4096) as old:
-        one = await started(old, paths, slot_dir, pid=1)
-        await turn(one, "a question about the build")
-        await one.close()
+    one = await left_on_a_daemon(paths, slot_dir, "a question about the build", total_slots=4,
+                                 n_ctx=4096)  # fmt: skip
     with DiskFake(slot_dir, total_slots=4, n_ctx=4096) as new:
         two = await started(new, paths, slot_dir, pid=2, resume=one.session.id)
         await two.read_ahead()  # the first keystroke: restore, then read the opening ahead
@@ -218,10 +227,7 @@ async def test_a_resumed_session_is_restored_when_the_user_starts_typing(
 async def test_a_slot_saved_with_another_context_is_refused_with_the_reason(
     paths: AppPaths, slot_dir: Path
 ) -> None:
-    with DiskFake(slot_dir, total_slots=4, n_ctx=4096) as old:
-        one = await started(old, paths, slot_dir, pid=1)
-        await turn(one, "a question")
-        await one.close()
+    one = await left_on_a_daemon(paths, slot_dir, total_slots=4, n_ctx=4096)
     with DiskFake(slot_dir, total_slots=4, n_ctx=2048) as new:
         two = await started(new, paths, slot_dir, pid=2, resume=one.session.id)
         events = await turn(two, "again")
@@ -241,10 +247,7 @@ async def test_a_changed_model_file_is_refused(
 ) -> None:
     model = tmp_path / "m.gguf"
     model.write_bytes(b"GGUF" + b"\0" * 100)
-    with DiskFake(slot_dir, model_path=str(model)) as old:
-        one = await started(old, paths, slot_dir, pid=1)
-        await turn(one, "a question")
-        await one.close()
+    one = await left_on_a_daemon(paths, slot_dir, model_path=str(model))
     model.write_bytes(b"GGUF" + b"\0" * 200)
     with DiskFake(slot_dir, model_path=str(model)) as new:
         two = await started(new, paths, slot_dir, pid=2, resume=one.session.id)
@@ -263,10 +266,7 @@ async def test_a_session_resumed_cold_is_read_again_while_the_user_types(
 ) -> None:
     model = tmp_path / "m.gguf"
     model.write_bytes(b"GGUF" + b"\0" * 100)
-    with DiskFake(slot_dir, model_path=str(model)) as old:
-        one = await started(old, paths, slot_dir, pid=1)
-        await turn(one, "a question")
-        await one.close()
+    one = await left_on_a_daemon(paths, slot_dir, model_path=str(model))
     model.write_bytes(b"GGUF" + b"\0" * 200)  # the saved slot cannot be restored
     with DiskFake(slot_dir, model_path=str(model)) as new:
         two = await started(new, paths, slot_dir, pid=2, resume=one.session.id)
