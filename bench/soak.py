@@ -70,6 +70,8 @@ class Tally:
     """Prompt tokens of the compaction summaries (side calls of the sessions)."""
     compacted_next: set[str] = field(default_factory=set)
     """Sessions compacted after their last answer: their next prompt is new text."""
+    read_aheads: int = 0
+    """`--typing`: read-aheads before turns (their tokens are not in the prompt counts)."""
 
 
 def rss_kib() -> int:
@@ -210,6 +212,9 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
             backend = rng.choice(backends)
             cancel = rng.randint(1, 3) if rng.random() < args.cancel_rate else None
             text = f"{rng.choice(PROMPTS)} (turn {n})"
+            if args.typing:  # the TUI's first keystroke: the slot made ready, the opening read
+                await backend.read_ahead()
+                tally.read_aheads += 1
             jobs = [turn(backend, text, cancel, last_total, tally, n)]
             if rng.random() < args.side_rate:
                 tally.side_calls += 1
@@ -239,6 +244,7 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
         "turn_errors": tally.errors,
         "side_calls": tally.side_calls,
         "side_call_errors": tally.side_errors,
+        "read_aheads": tally.read_aheads,
         "restart_at_turn": restarted_at,
         "prompt_tokens_evaluated": tally.prompt_evaluated,
         "prompt_tokens_minimum": tally.prompt_minimum,
@@ -262,7 +268,7 @@ def report(result: dict[str, Any]) -> str:
         f"soak: {result['turns']} turns over {result['sessions']} sessions in "
         f"{result['seconds']} s; restart before turn {result['restart_at_turn']}",
         f"outcomes: {result['outcomes']}; side calls: {result['side_calls']} "
-        f"({len(result['side_call_errors'])} failed)",
+        f"({len(result['side_call_errors'])} failed); read-aheads: {result['read_aheads']}",
         f"turn errors: {len(result['turn_errors'])}"
         + "".join(f"\n  - {e}" for e in result["turn_errors"][:10]),
         f"prompt tokens: {result['prompt_tokens_evaluated']} evaluated, "
@@ -290,6 +296,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--home", help="app home (default: a new temporary folder)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--verbose", action="store_true")
+    p.add_argument(
+        "--typing",
+        action="store_true",
+        help="before each turn, read ahead as the "
+        "TUI does at the first keystroke (those tokens are not in the prompt counts)",
+    )
     args = p.parse_args(argv)
     result = asyncio.run(soak(args))
     print(json.dumps(result, indent=1) if args.json else report(result))
