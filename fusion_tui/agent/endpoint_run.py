@@ -23,11 +23,11 @@ from typing import Any
 
 from fusion_tui.agent.events import RequestDone
 from fusion_tui.agent.request import CompletionFn, StreamRestart
-from fusion_tui.endpoints.context_fit import fits, moved_too_large, reply_reserve
+from fusion_tui.endpoints.context_fit import check_moved
 from fusion_tui.endpoints.placement import Pin, Placement, check_pin, failover
 from fusion_tui.endpoints.session_pins import EndpointPins, Route
 from fusion_tui.runtime import Connection
-from fusion_tui.server.errors import ProtocolError, ServerError, ServerUnreachable, StreamStalled
+from fusion_tui.server.errors import ProtocolError, ServerUnreachable, StreamStalled
 from fusion_tui.server.types import StreamEvent
 from fusion_tui.sessions import model as sm
 from fusion_tui.slots.gate import OnWait, SlotGate, slots_busy_probe
@@ -147,19 +147,11 @@ class EndpointRun:
     async def _check_fit(self, body: dict[str, Any]) -> None:
         """On the endpoint the run moved to: `MovedTooLarge` (nothing sent) when the prompt
         and its answer do not fit a slot there."""
-        conn, prompt = self.route.conn, str(body.get("prompt", ""))
-        n_ctx = conn.props.n_ctx
-        reserve = reply_reserve(n_ctx, int(body.get("n_predict", -1)))
-
-        async def count(text: str) -> int:
-            return len(await conn.client.tokenize(text, add_special=True))
-
-        try:
-            ok, tokens = await fits(prompt, n_ctx, reserve, count)
-        except ServerError:  # not counted: the server itself says when it does not fit
-            return
-        if not ok:
-            raise moved_too_large(tokens, n_ctx, self.label, self._came_from)
+        conn = self.route.conn
+        await check_moved(
+            conn.client, str(body.get("prompt", "")), conn.props.n_ctx,
+            int(body.get("n_predict", -1)), self.label, self._came_from,
+        )  # fmt: skip
 
     def completion(
         self, home_gate: SlotGate, idle_timeout: float | None, on_wait: OnWait | None

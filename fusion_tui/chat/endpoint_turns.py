@@ -23,7 +23,7 @@ from fusion_tui.chat.events import EndpointMoved, Notice, ReplyEvent, TurnEndpoi
 from fusion_tui.chat.server_stop import stop_beside_remote
 from fusion_tui.chat.slot_keeper import SlotKeeper
 from fusion_tui.config import Settings
-from fusion_tui.endpoints.context_fit import fits, moved_too_large, reply_reserve
+from fusion_tui.endpoints.context_fit import check_moved
 from fusion_tui.endpoints.placement import Placement
 from fusion_tui.endpoints.session_pins import (
     Connector,
@@ -34,7 +34,6 @@ from fusion_tui.endpoints.session_pins import (
 )
 from fusion_tui.paths import AppPaths
 from fusion_tui.runtime import Connection, release, stops_on_exit
-from fusion_tui.server.errors import ServerError
 from fusion_tui.server.types import StreamEnd
 from fusion_tui.sessions.model import Session
 
@@ -148,18 +147,10 @@ async def check_fit(backend: LocalBackend, content: dict[str, Any]) -> None:
     turn, conn = backend.endpoint_turn, backend.keeper.conn
     if turn is None or turn.moved_from is None or conn is None or "prompt" not in content:
         return
-    n_ctx = conn.props.n_ctx
-    reserve = reply_reserve(n_ctx, backend.settings.llm.max_tokens)
-
-    async def count(text: str) -> int:
-        return len(await conn.client.tokenize(text, add_special=True))
-
-    try:
-        ok, tokens = await fits(str(content["prompt"]), n_ctx, reserve, count)
-    except ServerError:  # not counted: the server itself says when it does not fit
-        return
-    if not ok:
-        raise moved_too_large(tokens, n_ctx, turn.route.label, turn.moved_from)
+    await check_moved(
+        conn.client, str(content["prompt"]), conn.props.n_ctx, backend.settings.llm.max_tokens,
+        turn.route.label, turn.moved_from,
+    )  # fmt: skip
 
 
 def restart_note(backend: LocalBackend) -> str:

@@ -12,11 +12,18 @@ and the sentence says what the user can do; nothing they wrote is lost.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
-from fusion_tui.server.errors import ContextExceeded
+from fusion_tui.server.errors import ContextExceeded, ServerError
 
 Counter = Callable[[str], Awaitable[int]]
 """Tokens of a prompt as the server counts them."""
+
+
+class Tokenizer(Protocol):
+    """What counts a prompt: the server's `/tokenize` (`LlamaClient`)."""
+
+    async def tokenize(self, text: str, *, add_special: bool = False) -> list[int]: ...
 
 
 def reply_reserve(n_ctx: int, n_predict: int) -> int:
@@ -53,3 +60,22 @@ def moved_too_large(tokens: int, n_ctx: int, label: str, moved_from: str) -> Mov
     )
     error = {"code": 400, "type": "exceed_context_size_error", "message": message}
     return MovedTooLarge(message, tokens, n_ctx, error)
+
+
+async def check_moved(
+    client: Tokenizer, prompt: str, n_ctx: int, n_predict: int, label: str, moved_from: str
+) -> None:
+    """Before a request on the endpoint a session moved to (`label`, from `moved_from`):
+    `MovedTooLarge` (nothing sent) when `prompt` and its answer do not fit a slot of `n_ctx`
+    there. Not counted (a `ServerError`): nothing raised, the server itself says when it does
+    not fit."""
+
+    async def count(text: str) -> int:
+        return len(await client.tokenize(text, add_special=True))
+
+    try:
+        ok, tokens = await fits(prompt, n_ctx, reply_reserve(n_ctx, n_predict), count)
+    except ServerError:
+        return
+    if not ok:
+        raise moved_too_large(tokens, n_ctx, label, moved_from)
