@@ -81,7 +81,7 @@ def next_turn_opening(
     summary: ChatSummary | None = None,
 ) -> str:
     """What the next turn's prompt starts with, before the user's text: the transcript so far
-    and the frame's next user header. Read ahead into the session's slot after an answer, it
+    and the frame's next user header. Read into the session's slot while the user types, it
     takes those tokens off the next turn's first token (`LocalSideCalls.read_ahead`)."""
     probe = [*messages, Message(role="user", content="")]
     return chat_prompt(frame, system, probe, summary).removesuffix(frame.user_to_assistant)

@@ -36,10 +36,10 @@ class ServerScreen(Screen[None]):
         self.server_status = ServerStatus()
         self.ready_toast = ReadyToast()  # shown again with the rate once the probe lands
         self.reply_answered = False
-        self.read_ahead_asked = False
-        """The backend was told the user started the next message (`next_message_started`)."""
         """The running turn has its answer (`ReplyDone`); what it still does (compaction
         ahead) gives way to the user's next move."""
+        self.read_ahead_asked = False
+        """The backend was told the user started the next message (`next_message_started`)."""
 
     @property
     def chat(self) -> ChatView:
