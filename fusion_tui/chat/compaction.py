@@ -22,7 +22,7 @@ from typing import Any
 
 from fusion_tui.agent.prompt import TemplateFrame
 from fusion_tui.atomic import atomic_write
-from fusion_tui.chat.chat_prompt import ChatSummary, chat_prompt, chat_turns
+from fusion_tui.chat.chat_prompt import ChatSummary, chat_prompt, chat_turns, next_turn_opening
 from fusion_tui.chat.events import Compacted
 from fusion_tui.endpoints.context_fit import Counter, fits
 from fusion_tui.endpoints.context_fit import reply_reserve as reply_reserve  # kept importable here
@@ -154,10 +154,16 @@ class Compactor:
     async def ahead_due(self, store: SessionStore, session: Session) -> bool:
         """After an answer: whether the next turn would likely not fit (the slot's prompt plus
         `next_turn` and the reply reserve), so compacting now beats compacting before it."""
-        probe = [*session.messages, Message(role="user", content="")]
-        prompt = chat_prompt(self.frame, self.system, probe, load_summary(store, session.id))
+        return await self.next_opening(store, session) is None
+
+    async def next_opening(self, store: SessionStore, session: Session) -> str | None:
+        """The next turn's opening (`next_turn_opening`, what a read-ahead reads), or None when
+        the next turn would likely not fit and the session is due to compact (`ahead_due`)."""
+        summary = load_summary(store, session.id)
+        opening = next_turn_opening(self.frame, self.system, session.messages, summary)
+        prompt = opening + self.frame.user_to_assistant  # the next prompt, its user text empty
         ok, _tokens = await fits(prompt, self.n_ctx, self.reserve + self.next_turn, self.count)
-        return not ok
+        return opening if ok else None
 
     async def ahead(self, store: SessionStore, session: Session) -> Compacted | None:
         """Compact after an answer (see `ahead_due`): while the slot still has room for the

@@ -16,7 +16,6 @@ import anyio
 
 from fusion_tui.agent.host import template_frame
 from fusion_tui.agent.prompt import TemplateFrame, TemplateProbeError
-from fusion_tui.chat.chat_prompt import next_turn_opening
 from fusion_tui.chat.compaction import (
     SUMMARY_TOKENS,
     Compactor,
@@ -134,16 +133,15 @@ class LocalSideCalls(LocalRequests):
                 self._ahead_notes += await self.keeper.warm_resume()
                 slot = await self.keeper.next_slot()
                 compactor = await self._compactor()
-                if compactor is None or await compactor.ahead_due(self.store, session):
-                    return  # the turn compacts first: its prompt starts anew
+                prompt = None if compactor is None else await compactor.next_opening(
+                    self.store, session)  # fmt: skip
+                if prompt is None:
+                    return  # no exact prompt, or the turn compacts first: its prompt starts anew
                 if slot < 0:  # resumed cold: its prompt is read again, now rather than later
                     slot = await self.keeper.room_to_read_into()
                 self._ahead_notes += self.keeper.take_notes()
                 if slot < 0:
                     return
-                summary = load_summary(self.store, session.id)
-                frame, messages = compactor.frame, session.messages
-                prompt = next_turn_opening(frame, SYSTEM_PROMPT, messages, summary)
                 body = {"prompt": prompt, "n_predict": 0, "temperature": 0.0}
                 with anyio.CancelScope() as self._ahead_scope:  # Enter takes over (`_reply`)
                     await self._side_call(body, slot=slot, record=False)
