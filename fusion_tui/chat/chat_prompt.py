@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from fusion_tui.agent.prompt import TemplateFrame
+from fusion_tui.server.types import TextDelta
 from fusion_tui.sessions.model import Message
 
 SUMMARY_HEADER = "### the conversation so far (a summary of the earlier turns)"
@@ -85,3 +86,20 @@ def next_turn_opening(
     takes those tokens off the next turn's first token (`LocalSideCalls.read_ahead`)."""
     probe = [*messages, Message(role="user", content="")]
     return chat_prompt(frame, system, probe, summary).removesuffix(frame.user_to_assistant)
+
+
+def answer_as_held(pieces: Sequence[TextDelta], stop_type: str) -> str:
+    """The answer as the session keeps it, and so as every later prompt carries it.
+
+    An answer cut at the token limit ends in a token the slot never read (the last sampled
+    token is not evaluated). When that token is whitespace alone, it is left out: the next
+    prompt then extends the slot's tokens exactly and does not read it (a template that trims
+    answers, as Gemma's does, leaves it out too). Only a last piece the server says is one
+    token: any more, and some of them are in the slot."""
+    text = "".join(p.text for p in pieces)
+    if stop_type != "limit" or not pieces:
+        return text
+    last = pieces[-1]
+    if last.tokens != 1 or last.text.strip():
+        return text
+    return text.removesuffix(last.text)

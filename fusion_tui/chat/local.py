@@ -28,6 +28,7 @@ from fusion_tui.chat.backend import (
     StatusCallback,
     said,
 )
+from fusion_tui.chat.chat_prompt import answer_as_held
 from fusion_tui.chat.events import AnswerRestarted, Compacted, Notice, ReplyDone, ReplyEvent
 from fusion_tui.chat.local_requests import NO_DATA, GotData
 from fusion_tui.chat.local_side_calls import LocalSideCalls
@@ -38,7 +39,7 @@ from fusion_tui.config import Settings
 from fusion_tui.paths import AppPaths
 from fusion_tui.runtime import Connection, connect, release, stops_on_exit
 from fusion_tui.server.errors import ContextExceeded, ServerError, StreamStalled
-from fusion_tui.server.types import TextDelta
+from fusion_tui.server.types import StreamEnd, TextDelta
 from fusion_tui.sessions.model import Outcome, Session, WallClock
 from fusion_tui.sessions.store import SessionStore
 from fusion_tui.sigill_recovery import sigill_after_serving
@@ -209,7 +210,8 @@ class LocalBackend(LocalSideCalls):
             raise ServerError("the server is not connected yet")
         session = self.session
         session.begin_turn(text, clock=self.wall_clock)
-        answer: list[str] = []
+        answer: list[TextDelta] = []
+        stop_type = ""  # how the answer's request ended (`answer_as_held`)
         outcome: Outcome = "cancelled"
         detail = "cancelled"
         try:
@@ -236,7 +238,9 @@ class LocalBackend(LocalSideCalls):
                     async with aclosing(self._attempt(slot, got, content)) as events:
                         async for event in events:
                             if isinstance(event, TextDelta):
-                                answer.append(event.text)
+                                answer.append(event)
+                            elif isinstance(event, StreamEnd):
+                                stop_type = event.stop_type
                             yield event
                     break
                 except (*NO_DATA, StreamStalled) as exc:
@@ -279,6 +283,6 @@ class LocalBackend(LocalSideCalls):
             yield ReplyDone("error", note=f"error · {exc}", partial=True)
             return
         finally:
-            self._finish_turn("".join(answer), outcome, detail)
+            self._finish_turn(answer_as_held(answer, stop_type), outcome, detail)
         yield ReplyDone("completed", note=detail)
         await keeper.save_ahead()  # after the answer, off every first token (crowded slots)

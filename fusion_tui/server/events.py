@@ -99,7 +99,8 @@ class NativeDecoder:
         if not isinstance(content, str):
             raise ProtocolError("a /completion chunk has a non-string content")
         if content:
-            events.append(TextDelta(content))
+            ids = obj.get("tokens")
+            events.append(TextDelta(content, len(ids) if isinstance(ids, list) else None))
         if obj.get("stop") is True:
             self.end = StreamEnd(
                 id_slot=_id_slot(obj),

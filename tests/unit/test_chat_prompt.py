@@ -9,10 +9,16 @@ from pathlib import Path
 import pytest
 
 from fusion_tui.agent.prompt import TemplateFrame
-from fusion_tui.chat.chat_prompt import ChatSummary, chat_prompt, next_turn_opening
+from fusion_tui.chat.chat_prompt import (
+    ChatSummary,
+    answer_as_held,
+    chat_prompt,
+    next_turn_opening,
+)
 from fusion_tui.chat.local import LocalBackend
 from fusion_tui.chat.local_side_calls import SYSTEM_PROMPT
 from fusion_tui.paths import AppPaths
+from fusion_tui.server.types import TextDelta
 from fusion_tui.sessions.model import Message
 from tests.fakes.fake_server import FakeLlamaServer, Reply
 from tests.unit.local_fake import connector_for, fast_settings, turn
@@ -58,6 +64,20 @@ def test_the_next_turns_opening_is_the_next_prompt_up_to_the_users_text() -> Non
     )
 
 
+def test_an_answer_cut_at_the_limit_leaves_out_a_last_whitespace_token_the_slot_never_read() -> (
+    None
+):
+    cut = [TextDelta(" Ava,", 1), TextDelta("\n", 1)]
+    assert answer_as_held(cut, "limit") == " Ava,"
+    # ended by the model's end token: its whitespace was read into the slot, it stays
+    assert answer_as_held(cut, "eos") == " Ava,\n"
+    # a last piece of two tokens: one of them is in the slot; a word is kept whatever it is
+    assert answer_as_held([TextDelta(" Ava,", 1), TextDelta(" \n", 2)], "limit") == " Ava, \n"
+    assert answer_as_held([TextDelta(" Ava,", 1), TextDelta(" x\n", 1)], "limit") == " Ava, x\n"
+    assert answer_as_held([TextDelta(" Ava,"), TextDelta("\n")], "limit") == " Ava,\n"  # unknown
+    assert answer_as_held([], "limit") == ""
+
+
 @pytest.fixture
 def paths(tmp_path: Path) -> AppPaths:
     return AppPaths(*(tmp_path / n for n in ("config", "data", "state", "log")))
@@ -78,6 +98,26 @@ async def test_the_chat_sends_the_templated_prompt_to_completion(paths: AppPaths
     assert second.startswith(first + " Ava, ava, ava,")
     ends = [r for r in srv.completions()]
     assert ends[1].slot == ends[0].slot
+
+
+async def test_a_cut_answers_unread_whitespace_is_not_read_by_the_next_prompt(
+    paths: AppPaths,
+) -> None:
+    with FakeLlamaServer(total_slots=2, n_ctx=4096) as srv:
+        backend = LocalBackend(fast_settings(), paths, connector=connector_for(srv, None))
+        await backend.start(lambda _s: None)
+        srv.script(Reply(text=[" Ava,", " ava", "\n"], stop_type="limit"))
+        events = await turn(backend, "say ava")
+        srv.script(Reply(text=[" ok", "\n"], stop_type="eos"))
+        await turn(backend, "again")
+        await turn(backend, "more")
+        await backend.close()
+    first, second, third = (r.body["prompt"] for r in srv.completions())
+    assert second == f"{first} Ava, ava{FRAME.assistant_to_user}again{FRAME.user_to_assistant}"
+    assert third.startswith(second + " ok\n" + FRAME.assistant_to_user)  # read: kept
+    assert backend.session.messages[1].content == " Ava, ava"
+    shown = "".join(e.text for e in events if isinstance(e, TextDelta))
+    assert shown == " Ava, ava\n"  # the user saw it as it streamed
 
 
 async def test_the_next_message_started_reads_its_opening_into_the_sessions_slot(
