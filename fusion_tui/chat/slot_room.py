@@ -147,7 +147,9 @@ class SlotRoom(SlotOwners):
     async def _back_into(self, slot: int) -> bool:
         """Bring the session's prompt back into `slot`: from disk, from the server's RAM
         cache, or not at all (the prompt is read again); whether a disk restore wrote it."""
-        assert self.conn is not None and self.archive is not None
+        assert self.conn is not None
+        if self.archive is None:  # an external server: nothing saved to bring back
+            return False
         try:
             tag = self.archive.check(self.session.id, server_facts(self.conn))
         except ArchiveRefused as exc:
@@ -174,9 +176,10 @@ class SlotRoom(SlotOwners):
     async def room(self) -> int | None:
         """A slot for the current session that costs no other session its cache: an idle one
         no session holds, else the least recently used other session's, saved to disk first.
-        None when neither exists (an external server has no saved slots: no eviction)."""
+        None when neither exists (an external server has no saved slots: no eviction, but an
+        idle slot no session holds is still taken rather than letting the server pick one)."""
         self._victim = None
-        if self.conn is None or self.gate is None or self.archive is None:
+        if self.conn is None or self.gate is None:
             return None
         holders = self.ledger.holders(self.conn.launch_id) if self.ledger is not None else {}
         me = self.session.id
@@ -196,6 +199,8 @@ class SlotRoom(SlotOwners):
             )
             if slot is not None:
                 return slot
+        if self.archive is None:
+            return None
         victim = choose_victim(holders, self.pool.total_slots, own_pins | set(self.gate.held), me)
         if victim is None:
             return None

@@ -12,6 +12,7 @@ import pytest
 from fusion_tui.chat.events import Notice, Progress, ReplyDone
 from fusion_tui.chat.local import LocalBackend
 from fusion_tui.paths import AppPaths
+from fusion_tui.server.client import LlamaClient
 from fusion_tui.server.types import StreamEnd
 from fusion_tui.sessions.store import SessionStore
 from tests.fakes.fake_server import FakeLlamaServer, Reply
@@ -341,6 +342,30 @@ async def test_a_new_session_does_not_take_a_short_sessions_slot_by_similarity(
     await two.close()
     end = next(e for e in again if isinstance(e, StreamEnd))
     assert end.id_slot == 3 and end.timings.cache_n > 40  # session one's cache survived
+
+
+async def test_on_an_external_server_a_new_session_takes_an_idle_slot_no_session_holds(
+    paths: AppPaths,
+) -> None:
+    # no saved slots there (nothing to evict with), and no empty slot: another client's prompt
+    # sits in each free slot; `-1` would let the server pick session one's by similarity
+    with FakeLlamaServer(total_slots=4) as srv:
+        one = await started(srv, paths, None)
+        await turn(one, "short")
+        mine = one.session.pinned_slot
+        async with LlamaClient(srv.url) as other:
+            for slot in {0, 1, 2, 3} - {mine}:
+                body = {"prompt": f"another client's words {slot}", "n_predict": 1, "id_slot": slot}
+                async for _ in other.stream_completion(body):
+                    pass
+        two = await started(srv, paths, None)
+        await turn(two, "short too")
+        again = await turn(one, "still here?")
+        await one.close()
+        await two.close()
+    assert two.session.pinned_slot not in (None, mine)
+    end = next(e for e in again if isinstance(e, StreamEnd))
+    assert end.id_slot == mine and end.timings.cache_n > 40  # session one's cache survived
 
 
 async def test_a_session_past_its_context_says_what_to_do_and_keeps_the_message(
