@@ -180,8 +180,8 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
     total_slots = args.sessions + 1
     spec = LaunchSpec(
         model=model, parallel=total_slots, ctx=total_slots * args.ctx_per_slot, threads=2,
-        extra_args=("--no-warmup", "-fit", "off"),
-    )  # fmt: skip
+        slot_save_path=paths.slot_save_dir, extra_args=("--no-warmup", "-fit", "off"),
+    )  # fmt: skip  # as the app launches it: slots saved, and restored after the restart
     settings = make_settings(binary, model, args.sessions, args.ctx_per_slot, args.max_tokens)
     fit = {"prefix_reuse": prefix_reuse(read_model_facts(model), False)}  # as `launch` records
     rng = random.Random(args.seed)
