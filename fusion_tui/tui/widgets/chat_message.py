@@ -151,17 +151,10 @@ class ChatMessage(Vertical):
                 piece.park()
                 parked_one = True
 
-    def width_changed(self) -> None:
-        """The kept heights are stale: drawn pieces are measured again now, parked ones when
-        they are rebuilt (`unpark_all` once the width settles, or when the view comes near)."""
-        for piece in self.pieces:
-            piece.forget_height()
-
     def unpark_all(self) -> None:
-        """Draw every piece again, measured at the current width."""
+        """Draw every piece again (the width changed: the kept heights are stale)."""
         for piece in self.pieces:
             piece.forget_height()
-            piece.unpark()
 
     async def append(self, fragment: str) -> None:
         if not fragment:

@@ -4,15 +4,10 @@ from __future__ import annotations
 
 from textual import events
 from textual.containers import VerticalScroll
-from textual.timer import Timer
 
 from fusion_tui.tui.widgets import heap
 from fusion_tui.tui.widgets.chat_message import ChatMessage
 from fusion_tui.tui.widgets.welcome import Welcome
-
-WIDTH_SETTLE_S = 0.2
-"""How long the width must hold before parked pieces are rebuilt for it (a resize drag sends
-many widths; each rebuild parses and mounts a piece's blocks again)."""
 
 
 class ChatView(VerticalScroll):
@@ -27,7 +22,6 @@ class ChatView(VerticalScroll):
     """
 
     _parked_width = 0
-    _width_settling: Timer | None = None
 
     def on_mount(self) -> None:
         self.anchor()
@@ -38,18 +32,8 @@ class ChatView(VerticalScroll):
         if event.size.width != self._parked_width:
             self._parked_width = event.size.width
             for message in self.query_children(ChatMessage):
-                message.width_changed()
-            if self._width_settling is not None:  # a resize drag: rebuild once, at its end
-                self._width_settling.stop()
-            self._width_settling = self.set_timer(WIDTH_SETTLE_S, self._width_settled)
+                message.unpark_all()
             self.call_after_refresh(self.park)
-
-    def _width_settled(self) -> None:
-        """Parked pieces are rebuilt at the new width, for their true heights."""
-        self._width_settling = None
-        for message in self.query_children(ChatMessage):
-            message.unpark_all()
-        self.call_after_refresh(self.park)
 
     def park(self) -> None:
         """Frozen pieces of long answers far from the view cost no layout (see ChatMessage)."""

@@ -59,10 +59,11 @@ class Piece(Markdown):
         self._rebuild()
 
     def forget_height(self) -> None:
-        """The width changed: measure the piece anew. A parked one keeps its place (and its old
-        height) until it is rebuilt (`unpark`), which a resize drag should do only once."""
-        self._stale_height = True  # until laid out again
-        if not self.parked and not self._rebuilding:
+        """The width changed: draw the piece again and measure it anew."""
+        self._stale_height = True  # until laid out again; a parked one holds its place till then
+        if self.parked:
+            self.unpark()
+        elif not self._rebuilding:
             self._measure_again()
 
     def _measure_again(self) -> None:
