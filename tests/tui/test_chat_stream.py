@@ -181,11 +181,8 @@ async def test_frozen_pieces_are_never_written_again(monkeypatch: pytest.MonkeyP
         assert len(pieces) >= 3
         assert writes and not [w for w, frozen in writes if frozen]
         assert {w for w, _ in writes} == set(pieces)  # each piece was live once, then frozen
-        drawn = [p for p in pieces[:-1] if not p.parked]
-        assert all(len(p.query_children(".pin")) == 1 for p in drawn)
-        assert all(not p.children for p in pieces if p.parked)  # parked: no blocks at all
+        assert all(len(p.query_children(".pin")) == 1 for p in pieces[:-1])
         assert len(pieces[-1].query_children(".pin")) == 0
-        assert "".join(p.frozen or "" for p in pieces) == ANSWER  # what each is rebuilt from
 
 
 async def test_a_link_definition_makes_the_answer_one_document() -> None:

@@ -14,11 +14,10 @@ dynamic height against its parent's height, which grows with every streamed line
 pin every frame would re-arrange every frozen block; with it a piece's arrangement depends on
 its width only and stays cached.
 
-What is left per frame grows with the number of widgets Textual walks, drawn or not, and with
-the pieces it measures: so a frozen piece keeps its height as a fixed style, and pieces far
-from the view are parked (`message_piece.Piece`): their blocks leave the DOM until the user
-scrolls near them again. The collector's full passes are kept short by `heap` (each cut is
-followed by one).
+What is left per frame grows with the number of widgets Textual walks, drawn or not; so pieces
+far from the view are parked (`park`): a piece keeps its height and its blocks are not
+displayed, until the user scrolls near it again. The collector's full passes are kept short by
+`heap` (each cut is followed by one).
 """
 
 from __future__ import annotations
@@ -30,13 +29,12 @@ from textual.containers import Vertical
 from textual.geometry import Region
 from textual.message import Message
 from textual.widget import Widget
-from textual.widgets import Static
+from textual.widgets import Markdown, Static
 from textual.widgets.markdown import MarkdownBlock
 from textual.worker import Worker, WorkerError
 
 from fusion_tui.tui.widgets import heap
 from fusion_tui.tui.widgets.markdown_cut import has_link_definitions, settled_cut
-from fusion_tui.tui.widgets.message_piece import Piece
 
 STEP_CHARS = 500
 """Most text one append takes: a writer far behind catches up in steps, not in one long stall."""
@@ -102,9 +100,7 @@ class ChatMessage(Vertical):
         self._text = text
         self._live_text = text
         """What the live Markdown widget holds; the frozen pieces above it hold the rest."""
-        self._live = Piece(text)
-        if text:
-            self._live.freeze(text)  # history: drawn at once, never written to
+        self._live = Markdown(text)
         self._pending: list[str] = []
         self._wake = asyncio.Event()
         self._finishing = False
@@ -122,9 +118,9 @@ class ChatMessage(Vertical):
         return self._text
 
     @property
-    def pieces(self) -> list[Piece]:
+    def pieces(self) -> list[Markdown]:
         """The Markdown widgets of the body, top to bottom; only the last one is ever updated."""
-        return list(self.query_children(Piece))
+        return list(self.query_children(Markdown))
 
     def park(self) -> None:
         """Park the frozen pieces more than a view's height away from the view; unpark the rest.
@@ -139,22 +135,39 @@ class ChatMessage(Vertical):
         window = Region(0, round(view.scroll_y) - height, view.virtual_size.width, 3 * height)
         offset = self.virtual_region.offset
         parked_one = False
-        for piece in self.pieces:  # the live one is not frozen: never sized nor parked
-            piece.size_once()
+        for piece in self._parkable():
             near = piece.virtual_region.translate(offset).overlaps(window)
-            if piece.parked and near:
-                piece.unpark()
-            elif not near and not piece.parked and piece.frozen is not None:
-                if parked_one:  # one per frame: parking is cheap, not free
-                    self.call_after_refresh(self.park)
-                    break
-                piece.park()
-                parked_one = True
+            parked = piece.has_class("-parked")
+            if not parked and not near and piece.outer_size.height and not parked_one:
+                self._park(piece)
+                parked_one = True  # one per pass: parking is cheap, not free
+            elif parked and near:
+                self._unpark(piece)
 
     def unpark_all(self) -> None:
         """Draw every piece again (the width changed: the kept heights are stale)."""
         for piece in self.pieces:
-            piece.forget_height()
+            if piece.has_class("-parked"):
+                self._unpark(piece)
+
+    def _parkable(self) -> list[Markdown]:
+        """Every piece once the message is complete; while it streams, all but the live one."""
+        pieces = self.pieces
+        return pieces[:-1] if self._writer is not None else pieces
+
+    @staticmethod
+    def _park(piece: Markdown) -> None:
+        piece.styles.height = piece.outer_size.height
+        piece.set_class(True, "-parked", update=False)  # a marker: no restyle of the blocks
+        for block in piece.children:
+            block.display = False
+
+    @staticmethod
+    def _unpark(piece: Markdown) -> None:
+        piece.set_class(False, "-parked", update=False)
+        for block in piece.children:
+            block.display = True
+        piece.styles.height = None
 
     async def append(self, fragment: str) -> None:
         if not fragment:
@@ -193,7 +206,6 @@ class ChatMessage(Vertical):
                 self._writer, self._finishing = None, False
             if len(self.pieces) > 1 and has_link_definitions(self._text):
                 await self._render_whole()
-            self._live.freeze(self._live_text)
             self.post_message(self.Grew())  # complete: its live piece may be parked too
             self.call_after_refresh(heap.settle)  # the whole message is long-lived now
         self.set_footnote(footnote)
@@ -230,16 +242,14 @@ class ChatMessage(Vertical):
         cut = settled_cut(self._live_text)
         if cut is None:
             return
-        lines = self._live_text.splitlines(keepends=True)
-        tail = "".join(lines[cut:])
+        tail = "".join(self._live_text.splitlines(keepends=True)[cut:])
         frozen = self._live
         below = [b for b in frozen.query_children(MarkdownBlock) if b.source_range[0] >= cut]
         with self.app.batch_update():  # no frame shows the tail missing
             await frozen.remove_children(below)
             await frozen.mount(Static("", classes="pin"))
             await asyncio.sleep(0)  # the steps of a cut are short stalls, not one long one
-            frozen.freeze("".join(lines[:cut]))
-            self._live, self._live_text = Piece(), tail
+            self._live, self._live_text = Markdown(), tail
             await self.mount(self._live, after=frozen)
             # appended, not passed to Markdown(): after an initial document that ends in a blank
             # line, Textual 8.2's Markdown.append would overwrite that document's last block
@@ -254,6 +264,6 @@ class ChatMessage(Vertical):
     async def _render_whole(self) -> None:
         """A link definition can act on text above it: draw the answer as one document."""
         with self.app.batch_update():
-            await self.remove_children(Piece)
-            self._live, self._live_text = Piece(self._text), self._text
+            await self.remove_children(Markdown)
+            self._live, self._live_text = Markdown(self._text), self._text
             await self.mount(self._live, before=self.query_one(".footnote"))
