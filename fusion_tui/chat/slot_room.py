@@ -176,10 +176,14 @@ class SlotRoom(SlotOwners):
     async def room(self) -> int | None:
         """A slot for the current session that costs no other session its cache: an idle one
         no session holds, else the least recently used other session's, saved to disk first.
-        None when neither exists (an external server has no saved slots: no eviction, but an
-        idle slot no session holds is still taken rather than letting the server pick one)."""
+        None when neither exists. An external server keeps no saved slots: there, no eviction,
+        and only a brand-new session is given an idle slot (the server's own pick by similarity
+        could put it on a short session's slot); a returning one goes `-1`, which finds the slot
+        that still caches its prompt (the fewest-cached idle slot never is)."""
         self._victim = None
         if self.conn is None or self.gate is None:
+            return None
+        if self.archive is None and any(not r.side_call for r in self.session.requests):
             return None
         holders = self.ledger.holders(self.conn.launch_id) if self.ledger is not None else {}
         me = self.session.id
@@ -193,6 +197,8 @@ class SlotRoom(SlotOwners):
                 states = await self.conn.client.slots()
             except ServerError:
                 states = None
+            if states is None and self.archive is None:
+                return None  # a blind pick on another client's server: let it choose
             avoid = () if self.side_slot is None else (self.side_slot,)
             slot = choose_restore_slot(
                 states, self.pool.total_slots, pinned=taken, held=self.gate.held, avoid=avoid

@@ -368,6 +368,25 @@ async def test_on_an_external_server_a_new_session_takes_an_idle_slot_no_session
     assert end.id_slot == mine and end.timings.cache_n > 40  # session one's cache survived
 
 
+async def test_on_an_external_server_a_resumed_session_keeps_the_slot_caching_its_prompt(
+    paths: AppPaths,
+) -> None:
+    # the app restarted: no pin, no saved slots; an idle empty slot is no place to read into
+    long = " ".join(f"word{i}" for i in range(300))
+    with FakeLlamaServer(total_slots=4, n_ctx=8192) as srv:
+        one = await started(srv, paths, None, pid=1)
+        await turn(one, long)
+        await one.close()
+        two = await started(srv, paths, None, pid=1, resume=one.session.id)
+        await two.read_ahead()  # the first keystroke
+        events = await turn(two, "again")
+        await two.close()
+    end = next(e for e in events if isinstance(e, StreamEnd))
+    assert end.id_slot == one.session.pinned_slot
+    assert end.timings.cache_n > 300  # the whole earlier prompt, reused
+    assert [r.body["n_predict"] for r in srv.completions(read_aheads=True)].count(0) == 0
+
+
 async def test_a_session_past_its_context_says_what_to_do_and_keeps_the_message(
     srv: DiskFake, paths: AppPaths, slot_dir: Path
 ) -> None:
