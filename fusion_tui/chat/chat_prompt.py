@@ -95,7 +95,9 @@ def answer_as_held(pieces: Sequence[TextDelta], stop_type: str) -> str:
     token is not evaluated). When that token is whitespace alone, it is left out: the next
     prompt then extends the slot's tokens exactly and does not read it (a template that trims
     answers, as Gemma's does, leaves it out too). Only a last piece the server says is one
-    token: any more, and some of them are in the slot."""
+    token: any more, and some of them are in the slot. (With speculative decoding the last
+    token may have been a draft the slot did read: then the next prompt reads it again, one
+    token, as it would have anyway.)"""
     text = "".join(p.text for p in pieces)
     if stop_type != "limit" or not pieces:
         return text

@@ -86,6 +86,17 @@ class NativeDecoder:
 
     def __init__(self) -> None:
         self.end: StreamEnd | None = None
+        self._predicted = 0
+        """`tokens_predicted` of the last piece: a piece's tokens are the difference (its
+        `tokens` list holds only the last one when the server held text back, e.g. an
+        incomplete UTF-8 sequence)."""
+
+    def _piece_tokens(self, obj: dict[str, Any]) -> int | None:
+        predicted = obj.get("tokens_predicted")
+        if not isinstance(predicted, int) or isinstance(predicted, bool):
+            return None
+        tokens, self._predicted = predicted - self._predicted, predicted
+        return tokens if tokens > 0 else None
 
     def decode(self, payload: str) -> list[StreamEvent]:
         if self.end is not None:
@@ -99,8 +110,7 @@ class NativeDecoder:
         if not isinstance(content, str):
             raise ProtocolError("a /completion chunk has a non-string content")
         if content:
-            ids = obj.get("tokens")
-            events.append(TextDelta(content, len(ids) if isinstance(ids, list) else None))
+            events.append(TextDelta(content, self._piece_tokens(obj)))
         if obj.get("stop") is True:
             self.end = StreamEnd(
                 id_slot=_id_slot(obj),

@@ -150,7 +150,7 @@ class Timings:
 @dataclass(frozen=True)
 class TextDelta:
     """A piece of generated text; `tokens`, how many tokens it is when the server says (the
-    native stream's `tokens` list; None on the chat endpoint)."""
+    native stream's `tokens_predicted` step; None on the chat endpoint)."""
 
     text: str
     tokens: int | None = None
