@@ -90,16 +90,18 @@ def _drawn(svg: str) -> tuple[list[str], str]:
     return rows, hashlib.sha256(svg.encode()).hexdigest()
 
 
-async def _screen(make: Any, size: tuple[int, int], *, home: bool = False) -> tuple[Any, int]:
+async def _screen(
+    make: Any, size: tuple[int, int], *, home: bool = False, text: str = ANSWER
+) -> tuple[Any, int]:
     app = Host()
     async with app.run_test(size=size) as pilot:
-        message = await make(pilot, ANSWER)
+        message = await make(pilot, text)
         view = app.query_one(ChatView)
         if home:
             view.scroll_home(animate=False)
             await pilot.pause()
             await pilot.pause()
-        assert message.text == ANSWER
+        assert message.text == text
         pieces = len(message.pieces)
         return _drawn(app.export_screenshot()), pieces
 
@@ -108,6 +110,15 @@ async def test_a_streamed_answer_looks_like_the_same_answer_drawn_at_once() -> N
     streamed, pieces = await _screen(_streamed, (100, 260))
     once, one = await _screen(_one_shot, (100, 260))
     assert pieces >= 3 and one == 1  # it was cut, and the one-shot message was not
+    assert streamed == once
+
+
+async def test_line_breaks_other_than_newline_do_not_shift_the_cut() -> None:
+    # markdown-it numbers lines at \n (and \r) only; str.splitlines also breaks at these
+    text = ANSWER.replace("closing words of part 2.", "closing\u2028words\x0cof part 2.")
+    streamed, pieces = await _screen(_streamed, (100, 260), text=text)
+    once, _ = await _screen(_one_shot, (100, 260), text=text)
+    assert pieces >= 3
     assert streamed == once
 
 

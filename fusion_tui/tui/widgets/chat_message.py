@@ -34,7 +34,7 @@ from textual.widgets.markdown import MarkdownBlock
 from textual.worker import Worker, WorkerError
 
 from fusion_tui.tui.widgets import heap
-from fusion_tui.tui.widgets.markdown_cut import has_link_definitions, settled_cut
+from fusion_tui.tui.widgets.markdown_cut import has_link_definitions, settled_cut, source_lines
 
 STEP_CHARS = 500
 """Most text one append takes: a writer far behind catches up in steps, not in one long stall."""
@@ -242,7 +242,7 @@ class ChatMessage(Vertical):
         cut = settled_cut(self._live_text)
         if cut is None:
             return
-        tail = "".join(self._live_text.splitlines(keepends=True)[cut:])
+        tail = "".join(source_lines(self._live_text)[cut:])
         frozen = self._live
         below = [b for b in frozen.query_children(MarkdownBlock) if b.source_range[0] >= cut]
         with self.app.batch_update():  # no frame shows the tail missing

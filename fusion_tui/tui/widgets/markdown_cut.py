@@ -36,6 +36,15 @@ _LINK_DEFINITION = re.compile(r"^ {0,3}\[[^\]\n]+\]:", re.MULTILINE)
 
 _parser = MarkdownIt("gfm-like")  # what textual.widgets.Markdown uses without a parser_factory
 
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+
+
+def source_lines(source: str) -> list[str]:
+    """`source`'s lines with their ends, as markdown-it numbers them (`token.map`): broken at
+    `\n`, `\r\n` and `\r` only, not at the other breaks `str.splitlines` knows (form feed,
+    U+2028, ...), which would shift every line index after one of them."""
+    return _LINE.findall(source)
+
 
 def top_level_blocks(source: str) -> list[tuple[str, int, int]]:
     """(token type, first line, end line) of each top-level block of `source`."""
@@ -49,7 +58,7 @@ def top_level_blocks(source: str) -> list[tuple[str, int, int]]:
 def settled_cut(source: str, min_blocks: int = MIN_BLOCKS) -> int | None:
     """The line index of the latest safe cut with `min_blocks` blocks above it, or None."""
     blocks = top_level_blocks(source)
-    lines = source.splitlines()
+    lines = source_lines(source)
     for index in range(len(blocks) - 2, min_blocks - 1, -1):
         kind, start, _end = blocks[index]
         if kind in NO_TOP_MARGIN and start > 0 and not lines[start - 1].strip():
