@@ -214,6 +214,7 @@ class LocalBackend(LocalSideCalls):
         stop_type = ""  # how the answer's request ended (`answer_as_held`)
         outcome: Outcome = "cancelled"
         detail = "cancelled"
+        slot, got = -1, GotData()
         try:
             placed: tuple[int, list[ReplyEvent]] | None = None
             if self.endpoints is not None:  # issue 14: the session's endpoint, and why
@@ -283,6 +284,13 @@ class LocalBackend(LocalSideCalls):
             yield ReplyDone("error", note=f"error · {exc}", partial=True)
             return
         finally:
+            if (
+                outcome == "cancelled"
+                and got.data
+                and slot >= 0
+                and keeper.pool.slot_for(session.id) < 0
+            ):  # cut before its first answer ended: the slot still holds what it read
+                keeper.pin_answer(slot)
             self._finish_turn(answer_as_held(answer, stop_type), outcome, detail)
         yield ReplyDone("completed", note=detail)
         await keeper.save_ahead()  # after the answer, off every first token (crowded slots)
