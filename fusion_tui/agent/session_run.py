@@ -136,7 +136,7 @@ class SessionRunner:
         early_save = self._save()  # the user's words reach the disk before anything can fail
         tools: list[ToolFinished] = []
         if self.slots is not None:  # where the task's first request goes, by the one policy
-            brand_new = not any(not r.side_call for r in session.requests)
+            brand_new = session.brand_new
             await self.slots.warm_resume()
             slot = await self.slots.next_slot()
             self.slots.take_notes()

@@ -284,13 +284,8 @@ class LocalBackend(LocalSideCalls):
             yield ReplyDone("error", note=f"error · {exc}", partial=True)
             return
         finally:
-            if (
-                outcome == "cancelled"
-                and got.data
-                and slot >= 0
-                and keeper.pool.slot_for(session.id) < 0
-            ):  # cut before its first answer ended: the slot still holds what it read
-                keeper.pin_answer(slot)
+            if outcome == "cancelled" and got.data:
+                keeper.pin_cut_turn(slot)
             self._finish_turn(answer_as_held(answer, stop_type), outcome, detail)
         yield ReplyDone("completed", note=detail)
         await keeper.save_ahead()  # after the answer, off every first token (crowded slots)

@@ -165,7 +165,7 @@ class SlotKeeper(SlotRoom):
             return slot
         if slot >= 0:
             self.pool.unpin(session.id)
-        if not any(not r.side_call for r in session.requests):
+        if session.brand_new:
             slot = await self.fresh_slot()
             room = await self.room() if slot < 0 else slot
             if room is not None:
@@ -230,6 +230,13 @@ class SlotKeeper(SlotRoom):
             slot = self.pool.side_call_slot(busy=self.gate.held, avoid=avoid)
         self.side_slot = slot if slot >= 0 and slot != own else None
         return slot
+
+    def pin_cut_turn(self, slot: int) -> None:
+        """A turn cut short after the server had started on `slot` (named, not `-1`): the slot
+        holds its prompt and partial answer, so a session not pinned yet is pinned there (its
+        first answer never ended, so `pin_answer` never ran)."""
+        if slot >= 0 and self.pool.slot_for(self.session.id) < 0:
+            self.pin_answer(slot)
 
     def pin_answer(self, id_slot: int) -> None:
         """The server answered the session on `id_slot`: pin it there."""

@@ -183,7 +183,7 @@ class SlotRoom(SlotOwners):
         self._victim = None
         if self.conn is None or self.gate is None:
             return None
-        if self.archive is None and any(not r.side_call for r in self.session.requests):
+        if self.archive is None and not self.session.brand_new:
             return None
         holders = self.ledger.holders(self.conn.launch_id) if self.ledger is not None else {}
         me = self.session.id

@@ -155,6 +155,12 @@ class Session:
         return record
 
     @property
+    def brand_new(self) -> bool:
+        """No request of its own was answered yet (side calls do not count): placed as a new
+        session, wherever its turns may already be written."""
+        return not any(not r.side_call for r in self.requests)
+
+    @property
     def last_outcome(self) -> str | None:
         return self.turns[-1].outcome if self.turns else None
 
