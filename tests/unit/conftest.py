@@ -48,3 +48,11 @@ def ws(tmp_path: Path) -> Path:
     """An empty workspace folder `tmp_path/ws`; a test module may define its own."""
     (tmp_path / "ws").mkdir()
     return tmp_path / "ws"
+
+
+@pytest.fixture
+def slot_dir(tmp_path: Path) -> Path:
+    """An empty folder for saved slots (a managed daemon's `--slot-save-path`)."""
+    folder = tmp_path / "slots"
+    folder.mkdir()
+    return folder

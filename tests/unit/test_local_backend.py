@@ -26,13 +26,6 @@ def paths(tmp_path: Path) -> AppPaths:
 
 
 @pytest.fixture
-def slot_dir(tmp_path: Path) -> Path:
-    folder = tmp_path / "slots"
-    folder.mkdir()
-    return folder
-
-
-@pytest.fixture
 def srv(slot_dir: Path) -> Iterator[DiskFake]:
     with DiskFake(slot_dir, total_slots=4, n_ctx=4096) as server:
         yield server
@@ -243,13 +236,22 @@ async def test_a_slot_saved_with_another_context_is_refused_with_the_reason(
     assert " cold on slot " in done(events).note
 
 
-async def test_a_changed_model_file_is_refused(
+async def left_before_a_model_change(
     paths: AppPaths, slot_dir: Path, tmp_path: Path
-) -> None:
+) -> tuple[LocalBackend, Path]:
+    """A session left on a daemon, then its model file changed: its saved slot cannot be
+    restored. The session and the model file."""
     model = tmp_path / "m.gguf"
     model.write_bytes(b"GGUF" + b"\0" * 100)
     one = await left_on_a_daemon(paths, slot_dir, model_path=str(model))
     model.write_bytes(b"GGUF" + b"\0" * 200)
+    return one, model
+
+
+async def test_a_changed_model_file_is_refused(
+    paths: AppPaths, slot_dir: Path, tmp_path: Path
+) -> None:
+    one, model = await left_before_a_model_change(paths, slot_dir, tmp_path)
     with DiskFake(slot_dir, model_path=str(model)) as new:
         two = await started(new, paths, slot_dir, pid=2, resume=one.session.id)
         events = await turn(two, "again")
@@ -265,10 +267,7 @@ async def test_a_changed_model_file_is_refused(
 async def test_a_session_resumed_cold_is_read_again_while_the_user_types(
     paths: AppPaths, slot_dir: Path, tmp_path: Path
 ) -> None:
-    model = tmp_path / "m.gguf"
-    model.write_bytes(b"GGUF" + b"\0" * 100)
-    one = await left_on_a_daemon(paths, slot_dir, model_path=str(model))
-    model.write_bytes(b"GGUF" + b"\0" * 200)  # the saved slot cannot be restored
+    one, model = await left_before_a_model_change(paths, slot_dir, tmp_path)
     with DiskFake(slot_dir, model_path=str(model)) as new:
         two = await started(new, paths, slot_dir, pid=2, resume=one.session.id)
         await two.read_ahead()

@@ -20,10 +20,8 @@ def paths(tmp_path: Path) -> AppPaths:
 
 
 async def test_six_sessions_on_two_slots_round_robin_come_back_from_disk(
-    paths: AppPaths, tmp_path: Path
+    paths: AppPaths, slot_dir: Path
 ) -> None:
-    slot_dir = tmp_path / "slots"
-    slot_dir.mkdir()
     with DiskFake(slot_dir, total_slots=2, n_ctx=8192) as srv:
         backends = [await started(srv, paths, slot_dir) for _ in range(6)]
         srv.script(*[Reply(prompt_seconds=0.02) for _ in range(18)])  # prompts cost time
@@ -61,10 +59,8 @@ async def test_six_sessions_on_two_slots_round_robin_come_back_from_disk(
 
 
 async def test_typing_brings_a_returning_session_back_once_and_its_turn_reads_only_new_words(
-    paths: AppPaths, tmp_path: Path
+    paths: AppPaths, slot_dir: Path
 ) -> None:
-    slot_dir = tmp_path / "slots"
-    slot_dir.mkdir()
     with DiskFake(slot_dir, total_slots=2, n_ctx=8192) as srv:
         backends = [await started(srv, paths, slot_dir) for _ in range(3)]
         for k, b in enumerate(backends):  # the third takes the first one's slot
@@ -111,10 +107,8 @@ def test_restore_only_when_cheaper_than_reading_again() -> None:
 
 
 async def test_the_slot_view_says_who_is_in_a_slot_and_who_on_disk(
-    paths: AppPaths, tmp_path: Path
+    paths: AppPaths, slot_dir: Path
 ) -> None:
-    slot_dir = tmp_path / "slots"
-    slot_dir.mkdir()
     with DiskFake(slot_dir, total_slots=1, n_ctx=8192) as srv:
         a = await started(srv, paths, slot_dir)
         await turn(a, "alpha session")
@@ -129,10 +123,8 @@ async def test_the_slot_view_says_who_is_in_a_slot_and_who_on_disk(
 
 
 async def test_the_gate_skips_its_busy_probe_only_while_no_other_process_uses_the_server(
-    paths: AppPaths, tmp_path: Path
+    paths: AppPaths, slot_dir: Path
 ) -> None:
-    slot_dir = tmp_path / "slots"
-    slot_dir.mkdir()
     with DiskFake(slot_dir, total_slots=2, n_ctx=8192) as srv:
         a = await started(srv, paths, slot_dir)
         assert a.conn is not None
@@ -151,13 +143,11 @@ async def test_the_gate_skips_its_busy_probe_only_while_no_other_process_uses_th
 
 
 async def test_no_restore_where_the_server_cannot_reuse_a_restored_slot(
-    paths: AppPaths, tmp_path: Path
+    paths: AppPaths, slot_dir: Path
 ) -> None:
     """A sliding-window model without --swa-full (fit: prefix reuse `none`): llama-server drops
     a restored slot's window at its reuse test, so a returning session is not restored (a file
     read for nothing) and says why."""
-    slot_dir = tmp_path / "slots"
-    slot_dir.mkdir()
     with DiskFake(slot_dir, total_slots=2, n_ctx=8192) as srv:
         backends = [await started(srv, paths, slot_dir) for _ in range(3)]
         for b in backends:
@@ -179,13 +169,11 @@ async def test_no_restore_where_the_server_cannot_reuse_a_restored_slot(
 
 
 async def test_a_new_session_starts_from_a_cached_session_with_the_same_stable_prefix(
-    paths: AppPaths, tmp_path: Path
+    paths: AppPaths, slot_dir: Path
 ) -> None:
     """An agent's system prompt and tools are the same for every session: a brand-new session
     gets a copy of such a session's slot (saved, restored into its empty slot) instead of
     reading the shared prefix again; a session with another prefix is never copied."""
-    slot_dir = tmp_path / "slots"
-    slot_dir.mkdir()
     with DiskFake(slot_dir, total_slots=4, n_ctx=8192) as srv:
         a = await started(srv, paths, slot_dir)
         await turn(a, "the first session " + "context " * 40)
