@@ -18,6 +18,10 @@ What is left per frame grows with the number of widgets Textual walks, drawn or 
 far from the view are parked (`park`): a piece keeps its height and its blocks are not
 displayed, until the user scrolls near it again. The collector's full passes are kept short by
 `heap` (each cut is followed by one).
+
+The message and its pieces are `BLANK` (Textual draws them as blank lines without rendering
+them): their size changes with every streamed line, and a resized container re-rendered all of
+its lines, the whole answer's height, each frame (a fifth of a frame at 10,000 tokens).
 """
 
 from __future__ import annotations
@@ -53,7 +57,18 @@ chat is cleared. Settling less often lets the unfrozen heap grow between settles
 collector's own full passes back (every 4th cut: 16 passes of up to 32 ms in a 10,000-token
 answer, worst lag 90-126 ms instead of 40-45)."""
 
+SETTLE_AT = 0.7
+"""Where in the pause after a cut's append the settle runs: after the cut's frame is drawn (the
+blocks moved out are garbage only then) and before the next append. Run right after that frame
+(`call_after_refresh`), its ~3 ms added to the frame's in one stretch of the event loop."""
+
 ROLE_LABELS = {"user": "you", "assistant": "model", "system": "system", "notice": "·"}
+
+
+class Piece(Markdown):
+    """A run of the body's blocks. Blank: its blocks draw everything, the piece itself nothing."""
+
+    BLANK = True
 
 
 class ChatMessage(Vertical):
@@ -61,6 +76,8 @@ class ChatMessage(Vertical):
 
     class Grew(Message):
         """A piece was frozen: the view parks what is now far from it."""
+
+    BLANK = True  # no border, no content of its own (see the module docstring)
 
     DEFAULT_CSS = """
     ChatMessage {
@@ -100,7 +117,7 @@ class ChatMessage(Vertical):
         self._text = text
         self._live_text = text
         """What the live Markdown widget holds; the frozen pieces above it hold the rest."""
-        self._live = Markdown(text)
+        self._live = Piece(text)
         self._pending: list[str] = []
         self._wake = asyncio.Event()
         self._finishing = False
@@ -231,17 +248,24 @@ class ChatMessage(Vertical):
                     self._wake.set()
                 self._live_text += batch
                 await self._live.append(batch)
-                if "\n" in batch:
-                    await self._cut()
-                await asyncio.sleep(FRAME_S)  # what arrives meanwhile is the next batch
+                settle = "\n" in batch and await self._cut()
+                # what arrives meanwhile is the next batch
+                await asyncio.sleep(FRAME_S * SETTLE_AT)
+                if settle:
+                    # the blocks moved out are garbage now: a short full pass frees them and
+                    # what is left alive (the frozen pieces, mostly) is frozen
+                    heap.settle()
+                await asyncio.sleep(FRAME_S * (1 - SETTLE_AT))
             if self._finishing and not self._pending:
                 return
 
-    async def _cut(self) -> None:
-        """Freeze the live widget above its settled cut; a new live widget takes the tail."""
+    async def _cut(self) -> bool:
+        """Freeze the live widget above its settled cut; a new live widget takes the tail.
+
+        Returns whether a settle is due (`SETTLE_EVERY`)."""
         cut = settled_cut(self._live_text)
         if cut is None:
-            return
+            return False
         tail = "".join(source_lines(self._live_text)[cut:])
         frozen = self._live
         below = [b for b in frozen.query_children(MarkdownBlock) if b.source_range[0] >= cut]
@@ -249,21 +273,18 @@ class ChatMessage(Vertical):
             await frozen.remove_children(below)
             await frozen.mount(Static("", classes="pin"))
             await asyncio.sleep(0)  # the steps of a cut are short stalls, not one long one
-            self._live, self._live_text = Markdown(), tail
+            self._live, self._live_text = Piece(), tail
             await self.mount(self._live, after=frozen)
             # appended, not passed to Markdown(): after an initial document that ends in a blank
             # line, Textual 8.2's Markdown.append would overwrite that document's last block
             await self._live.append(tail)
         self._cuts += 1
-        if self._cuts % SETTLE_EVERY == 0:
-            # once drawn, the blocks moved out are garbage: a short full pass frees them and
-            # what is left alive (the frozen pieces, mostly) is frozen
-            self.call_after_refresh(heap.settle)
         self.set_timer(PARK_DELAY_S, lambda: self.post_message(self.Grew()))
+        return self._cuts % SETTLE_EVERY == 0
 
     async def _render_whole(self) -> None:
         """A link definition can act on text above it: draw the answer as one document."""
         with self.app.batch_update():
             await self.remove_children(Markdown)
-            self._live, self._live_text = Markdown(self._text), self._text
+            self._live, self._live_text = Piece(self._text), self._text
             await self.mount(self._live, before=self.query_one(".footnote"))

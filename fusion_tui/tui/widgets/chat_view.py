@@ -22,6 +22,7 @@ class ChatView(VerticalScroll):
     """
 
     _parked_width = 0
+    BLANK = True  # only its messages draw (see ChatMessage)
 
     def on_mount(self) -> None:
         self.anchor()
