@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from textual.app import App, ComposeResult
+from textual.geometry import Region
 from textual.widgets import Markdown
 
 from fusion_tui.tui.widgets import heap
@@ -143,6 +144,35 @@ async def test_parked_pieces_keep_their_height_and_come_back_when_scrolled_to() 
     streamed, _ = await _screen(_streamed, (80, 24), home=True)
     once, _ = await _screen(_one_shot, (80, 24), home=True)
     assert streamed == once
+
+
+async def _jumps(make: Any, text: str) -> list[Any]:
+    """Screenshots after jumps to a few positions, each taken after one frame."""
+    app = Host()
+    shots = []
+    async with app.run_test(size=(80, 24)) as pilot:
+        message = await make(pilot, text)
+        view = app.query_one(ChatView)
+        message.park()
+        top = message.virtual_region.y
+        for k in (0, 3, 2, 0.2, 1):
+            y = round(view.max_scroll_y * k / 3) if k else 0
+            view.scroll_to(y=y, animate=False, immediate=True)
+            shown = Region(0, round(view.scroll_y), 80, view.size.height)
+            for piece in message.pieces:  # unparked at once, before any frame is drawn
+                if piece.virtual_region.translate((0, top)).overlaps(shown):
+                    assert not piece.has_class("-parked"), (y, piece.virtual_region)
+            await pilot.pause()
+            shots.append(_drawn(app.export_screenshot()))
+        assert make is _one_shot or sum(p.has_class("-parked") for p in message.pieces) >= 2
+    return shots
+
+
+async def test_every_piece_in_view_is_drawn_after_a_jump() -> None:
+    """Parking keeps only a short margin around the view: a jump anywhere must still draw
+    what the same answer drawn at once shows there."""
+    text = ANSWER * 2
+    assert await _jumps(_streamed, text) == await _jumps(_one_shot, text)
 
 
 async def test_a_long_history_above_a_new_answer_is_parked() -> None:

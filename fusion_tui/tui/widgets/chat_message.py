@@ -140,16 +140,22 @@ class ChatMessage(Vertical):
         return list(self.query_children(Markdown))
 
     def park(self) -> None:
-        """Park the frozen pieces more than a view's height away from the view; unpark the rest.
+        """Park the frozen pieces more than a quarter of a view's height away from the view;
+        unpark the rest.
 
         Positions are in the view's scrolled content (not on screen), so a jump (Home) unparks
-        the pieces it lands on before the next frame is drawn.
+        the pieces it lands on before the next frame is drawn; the margin is short because an
+        unparked piece is laid out in every frame while the answer streams (a margin of a whole
+        view's height above and below: ~20 more widgets at 10,000 tokens, worst lag ~15% more).
         """
         view = self.parent
         if not isinstance(view, Widget) or not view.size:
             return
         height = view.size.height
-        window = Region(0, round(view.scroll_y) - height, view.virtual_size.width, 3 * height)
+        margin = height // 4
+        window = Region(
+            0, round(view.scroll_y) - margin, view.virtual_size.width, height + 2 * margin
+        )
         offset = self.virtual_region.offset
         parked_one = False
         for piece in self._parkable():
