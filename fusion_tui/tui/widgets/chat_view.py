@@ -29,6 +29,15 @@ class ChatView(VerticalScroll):
         heap.hold()  # long chats: the collector's full passes stay short (see heap)
         self.watch(self, "scroll_y", self.park, init=False)
 
+    def watch_has_focus(self, has_focus: bool) -> None:
+        """Restyle the view alone, not every block of every message below it.
+
+        Textual restyles a widget's whole subtree when its focus changes, in case a rule such as
+        `ChatView:focus Markdown` exists; none does (ours or Textual's), and at a 10,000-token
+        answer (~770 nodes) the restyle took 0.4-0.9 s each time the focus moved in or out.
+        """
+        self.app.stylesheet.update_nodes([self], animate=True)
+
     def on_resize(self, event: events.Resize) -> None:
         if event.size.width != self._parked_width:
             self._parked_width = event.size.width
