@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gc
 import hashlib
-import re
 from typing import Any
 
 import pytest
@@ -16,6 +15,7 @@ from textual.widgets import Markdown
 from fusion_tui.tui.widgets import heap
 from fusion_tui.tui.widgets.chat_message import ChatMessage
 from fusion_tui.tui.widgets.chat_view import ChatView
+from tests.tui.svg_cells import cells
 
 SECTION = """## Part {n}
 
@@ -86,9 +86,14 @@ async def _one_shot(pilot: Any, text: str) -> ChatMessage:
 
 
 def _drawn(svg: str) -> tuple[list[str], str]:
-    """The screenshot's text rows (a readable diff), and a digest of all of it (styles too)."""
-    rows = re.findall(r"<text[^>]*>(.*?)</text>", svg)
-    return rows, hashlib.sha256(svg.encode()).hexdigest()
+    """The screenshot's text rows (a readable diff), and a digest of every cell (styles too)."""
+    drawn = cells(svg)
+    height = 1 + max(row for row, _ in drawn)
+    width = 1 + max(column for _, column in drawn)
+    rows = [
+        "".join(drawn.get((r, c), (None, " ", ""))[1] for c in range(width)) for r in range(height)
+    ]
+    return rows, hashlib.sha256(repr(sorted(drawn.items())).encode()).hexdigest()
 
 
 async def _screen(
@@ -112,6 +117,27 @@ async def test_a_streamed_answer_looks_like_the_same_answer_drawn_at_once() -> N
     once, one = await _screen(_one_shot, (100, 260))
     assert pieces >= 3 and one == 1  # it was cut, and the one-shot message was not
     assert streamed == once
+
+
+PROSE = (
+    "".join(
+        f"Paragraph {n}: the slot keeps its `prompt` cached, so **each** turn is *cheap*; see "
+        f"[the docs](https://example.org/{n}) and a line long enough to wrap in a narrow pane.\n"
+        f"A soft-broken second line of paragraph {n}.\n\n"
+        for n in range(30)
+    )
+    + "The end."
+)
+
+
+async def test_a_run_of_paragraphs_streamed_looks_the_same_at_any_width() -> None:
+    streamed, pieces = await _screen(_streamed, (100, 200), text=PROSE)
+    once, _ = await _screen(_one_shot, (100, 200), text=PROSE)
+    assert pieces >= 3
+    assert streamed == once
+    narrow_streamed, _ = await _screen(_streamed, (37, 60), home=True, text=PROSE)
+    narrow_once, _ = await _screen(_one_shot, (37, 60), home=True, text=PROSE)
+    assert narrow_streamed == narrow_once
 
 
 async def test_line_breaks_other_than_newline_do_not_shift_the_cut() -> None:
