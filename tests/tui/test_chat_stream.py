@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 from textual.app import App, ComposeResult
-from textual.geometry import Region
 from textual.widgets import Markdown
 
 from fusion_tui.tui.widgets import heap
@@ -184,11 +183,19 @@ async def _jumps(make: Any, text: str) -> list[Any]:
         for k in (0, 3, 2, 0.2, 1):
             y = round(view.max_scroll_y * k / 3) if k else 0
             view.scroll_to(y=y, animate=False, immediate=True)
-            shown = Region(0, round(view.scroll_y), 80, view.size.height)
+            shown = range(round(view.scroll_y), round(view.scroll_y) + view.size.height)
+            row = top + message.pieces[0].virtual_region.y
             for piece in message.pieces:  # unparked at once, before any frame is drawn
-                if piece.virtual_region.translate((0, top)).overlaps(shown):
-                    assert not piece.has_class("-parked"), (y, piece.virtual_region)
+                height = message._parking.height(piece)
+                if row < shown.stop and row + height > shown.start:
+                    assert not piece.has_class("-parked"), (y, row, height)
+                row += height
             await pilot.pause()
+            for piece in message.pieces:  # and after the frame, by where it was drawn
+                region = piece.virtual_region.translate((0, top))
+                if not piece.has_class("-parked") or not piece.display:
+                    continue
+                assert region.bottom <= shown.start or region.y >= shown.stop, (y, region)
             shots.append(_drawn(app.export_screenshot()))
         assert make is _one_shot or sum(p.has_class("-parked") for p in message.pieces) >= 2
     return shots
@@ -199,6 +206,42 @@ async def test_every_piece_in_view_is_drawn_after_a_jump() -> None:
     what the same answer drawn at once shows there."""
     text = ANSWER * 2
     assert await _jumps(_streamed, text) == await _jumps(_one_shot, text)
+
+
+async def test_parked_runs_keep_the_layout_short_however_long_the_answer() -> None:
+    """A run of parked pieces is laid out as one widget: the displayed pieces are the ones in
+    view and at most one stand-in above and one below, at any length."""
+    app = Host()
+    async with app.run_test(size=(80, 24)) as pilot:
+        message = await _streamed(pilot, ANSWER * 3)
+        view = app.query_one(ChatView)
+        for y in (view.max_scroll_y, view.max_scroll_y // 2, 0):
+            view.scroll_to(y=y, animate=False, immediate=True)
+            await pilot.pause()
+            pieces = message.pieces
+            displayed = [p for p in pieces if p.display]
+            drawn = [p for p in displayed if not p.has_class("-parked")]
+            assert len(pieces) >= 10
+            assert len(displayed) - len(drawn) <= 2, (y, len(displayed), len(drawn))
+            assert len(drawn) <= 4, (y, len(drawn))
+
+
+async def test_scrolled_up_while_streaming_draws_what_the_one_shot_answer_shows() -> None:
+    async def scrolled_up(pilot: Any, text: str) -> ChatMessage:
+        view = pilot.app.query_one(ChatView)
+        message = await view.add_message("assistant")
+        for k, fragment in enumerate(fragments(text)):
+            await message.append(fragment)
+            if k == len(text) // 20:
+                view.scroll_home(animate=False)  # the user reads the top while it streams
+            if k % 25 == 0:
+                await pilot.pause()
+        await message.finish("done")
+        await pilot.pause()
+        assert view.scroll_y == 0
+        return message
+
+    assert await _jumps(scrolled_up, ANSWER * 2) == await _jumps(_one_shot, ANSWER * 2)
 
 
 async def test_a_long_history_above_a_new_answer_is_parked() -> None:

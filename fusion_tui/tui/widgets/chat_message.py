@@ -15,9 +15,9 @@ pin every frame would re-arrange every frozen block; with it a piece's arrangeme
 its width only and stays cached.
 
 What is left per frame grows with the number of widgets Textual walks, drawn or not; so pieces
-far from the view are parked (`park`): a piece keeps its height and its blocks are not
-displayed, until the user scrolls near it again. The collector's full passes are kept short by
-`heap` (each cut is followed by one).
+far from the view are parked (`park`, `parking`): a run of them is laid out as one widget of
+the run's height, until the user scrolls near it again. The collector's full passes are kept
+short by `heap` (each cut is followed by one).
 
 The message and its pieces are `BLANK` (Textual draws them as blank lines without rendering
 them): their size changes with every streamed line, and a resized container re-rendered all of
@@ -30,7 +30,6 @@ import asyncio
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.geometry import Region
 from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Markdown, Static
@@ -39,6 +38,7 @@ from textual.worker import Worker, WorkerError
 
 from fusion_tui.tui.widgets import heap
 from fusion_tui.tui.widgets.markdown_cut import has_link_definitions, settled_cut, source_lines
+from fusion_tui.tui.widgets.parking import Parking
 
 STEP_CHARS = 500
 """Most text one append takes: a writer far behind catches up in steps, not in one long stall."""
@@ -123,6 +123,7 @@ class ChatMessage(Vertical):
         self._finishing = False
         self._writer: Worker[None] | None = None
         self._cuts = 0
+        self._parking = Parking()
 
     def compose(self) -> ComposeResult:
         yield Static(ROLE_LABELS.get(self.role, self.role), classes="role")
@@ -141,56 +142,26 @@ class ChatMessage(Vertical):
 
     def park(self) -> None:
         """Park the frozen pieces more than a quarter of a view's height away from the view;
-        unpark the rest.
+        draw the rest (see `parking`).
 
         Positions are in the view's scrolled content (not on screen), so a jump (Home) unparks
-        the pieces it lands on before the next frame is drawn; the margin is short because an
-        unparked piece is laid out in every frame while the answer streams (a margin of a whole
+        the pieces it lands on before the next frame is drawn; the margin is short because a
+        drawn piece is laid out in every frame while the answer streams (a margin of a whole
         view's height above and below: ~20 more widgets at 10,000 tokens, worst lag ~15% more).
         """
         view = self.parent
-        if not isinstance(view, Widget) or not view.size:
+        pieces = self.pieces
+        if not isinstance(view, Widget) or not view.size or not pieces:
             return
-        height = view.size.height
-        margin = height // 4
-        window = Region(
-            0, round(view.scroll_y) - margin, view.virtual_size.width, height + 2 * margin
-        )
-        offset = self.virtual_region.offset
-        parked_one = False
-        for piece in self._parkable():
-            near = piece.virtual_region.translate(offset).overlaps(window)
-            parked = piece.has_class("-parked")
-            if not parked and not near and piece.outer_size.height and not parked_one:
-                self._park(piece)
-                parked_one = True  # one per pass: parking is cheap, not free
-            elif parked and near:
-                self._unpark(piece)
+        margin = view.size.height // 4
+        first = round(view.scroll_y) - margin
+        top = pieces[0].virtual_region.y + self.virtual_region.y  # never a hidden one
+        parkable = len(pieces) - 1 if self._writer is not None else len(pieces)
+        self._parking.apply(pieces, top, first, first + view.size.height + 2 * margin, parkable)
 
     def unpark_all(self) -> None:
         """Draw every piece again (the width changed: the kept heights are stale)."""
-        for piece in self.pieces:
-            if piece.has_class("-parked"):
-                self._unpark(piece)
-
-    def _parkable(self) -> list[Markdown]:
-        """Every piece once the message is complete; while it streams, all but the live one."""
-        pieces = self.pieces
-        return pieces[:-1] if self._writer is not None else pieces
-
-    @staticmethod
-    def _park(piece: Markdown) -> None:
-        piece.styles.height = piece.outer_size.height
-        piece.set_class(True, "-parked", update=False)  # a marker: no restyle of the blocks
-        for block in piece.children:
-            block.display = False
-
-    @staticmethod
-    def _unpark(piece: Markdown) -> None:
-        piece.set_class(False, "-parked", update=False)
-        for block in piece.children:
-            block.display = True
-        piece.styles.height = None
+        self._parking.show_all(self.pieces)
 
     async def append(self, fragment: str) -> None:
         if not fragment:
@@ -292,5 +263,6 @@ class ChatMessage(Vertical):
         """A link definition can act on text above it: draw the answer as one document."""
         with self.app.batch_update():
             await self.remove_children(Markdown)
+            self._parking.forget()
             self._live, self._live_text = Piece(self._text), self._text
             await self.mount(self._live, before=self.query_one(".footnote"))
