@@ -124,6 +124,12 @@ class ChatMessage(Vertical):
         self._writer: Worker[None] | None = None
         self._cuts = 0
         self._parking = Parking()
+        self._settled: set[Piece] = set()
+        """Pieces laid out since they last changed: the ones that may be parked."""
+
+    def on_mount(self) -> None:
+        if self._text:  # drawn at once (history): final from its first layout
+            self._settle_piece(self._live)
 
     def compose(self) -> ComposeResult:
         yield Static(ROLE_LABELS.get(self.role, self.role), classes="role")
@@ -156,12 +162,26 @@ class ChatMessage(Vertical):
         margin = view.size.height // 4
         first = round(view.scroll_y) - margin
         top = pieces[0].virtual_region.y + self.virtual_region.y  # never a hidden one
-        parkable = len(pieces) - 1 if self._writer is not None else len(pieces)
+        parkable = self._settled.difference(pieces[-1:] if self._writer is not None else ())
         self._parking.apply(pieces, top, first, first + view.size.height + 2 * margin, parkable)
 
+    def _settle_piece(self, piece: Piece) -> None:
+        """After the next layout: `piece` is final, its size on screen is its height."""
+
+        def settled() -> None:
+            if piece.parent is self:  # not removed meanwhile (drawn anew)
+                self._settled.add(piece)
+
+        self.call_after_refresh(settled)
+
     def unpark_all(self) -> None:
-        """Draw every piece again (the width changed: the kept heights are stale)."""
-        self._parking.show_all(self.pieces)
+        """Draw every piece again (the width changed: the kept heights are stale); each may be
+        parked again once laid out at the new width."""
+        pieces = self.pieces
+        self._parking.show_all(pieces)
+        for piece in self._settled.intersection(pieces):
+            self._settled.discard(piece)
+            self._settle_piece(piece)
 
     async def append(self, fragment: str) -> None:
         if not fragment:
@@ -200,6 +220,7 @@ class ChatMessage(Vertical):
                 self._writer, self._finishing = None, False
             if len(self.pieces) > 1 and has_link_definitions(self._text):
                 await self._render_whole()
+            self._settle_piece(self._live)
             self.post_message(self.Grew())  # complete: its live piece may be parked too
             self.call_after_refresh(heap.settle)  # the whole message is long-lived now
         self.set_footnote(footnote)
@@ -256,6 +277,7 @@ class ChatMessage(Vertical):
             # line, Textual 8.2's Markdown.append would overwrite that document's last block
             await self._live.append(tail)
         self._cuts += 1
+        self._settle_piece(frozen)
         self.set_timer(PARK_DELAY_S, lambda: self.post_message(self.Grew()))
         return self._cuts % SETTLE_EVERY == 0
 
@@ -264,5 +286,7 @@ class ChatMessage(Vertical):
         with self.app.batch_update():
             await self.remove_children(Markdown)
             self._parking.forget()
+            self._settled.clear()
             self._live, self._live_text = Piece(self._text), self._text
             await self.mount(self._live, before=self.query_one(".footnote"))
+        self._settle_piece(self._live)

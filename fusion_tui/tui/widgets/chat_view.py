@@ -43,7 +43,7 @@ class ChatView(VerticalScroll):
             self._parked_width = event.size.width
             for message in self.query_children(ChatMessage):
                 message.unpark_all()
-            self.call_after_refresh(self.park)
+        self.call_after_refresh(self.park)  # a taller view shows pieces that were far
 
     def park(self) -> None:
         """Frozen pieces of long answers far from the view cost no layout (see ChatMessage)."""

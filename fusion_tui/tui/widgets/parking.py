@@ -11,7 +11,7 @@ left 31 pieces in each frame's layout at 10,000 tokens and ~300 at 100,000).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from textual.widget import Widget
 
@@ -30,20 +30,31 @@ class Parking:
         return piece in self._roles
 
     def height(self, piece: Widget) -> int:
-        """The piece's own height: as drawn, or as it was when it was parked."""
+        """The piece's own height: as it was when it was first parked, else as drawn.
+
+        Kept after the piece is drawn again: until the next layout its size on screen is stale
+        (a head's is its run's, a member's what it was before it was hidden), and another
+        scroll in the same frame must not read it. A frozen piece's height changes only with
+        the width (`show_all`)."""
         return self._heights.get(piece, piece.outer_size.height)
 
     def apply(
-        self, pieces: Sequence[Widget], top: int, first: int, last: int, parkable: int
+        self,
+        pieces: Sequence[Widget],
+        top: int,
+        first: int,
+        last: int,
+        parkable: Collection[Widget],
     ) -> None:
-        """Park the first `parkable` pieces that lie outside rows [first, last) of the view's
-        content and draw the rest; `top` is the row where the first piece starts."""
+        """Park the `parkable` pieces that lie outside rows [first, last) of the view's content
+        and draw the rest; `top` is the row where the first piece starts. Only a piece laid out
+        since it last changed is parkable: its size on screen is its height."""
         wanted: list[bool] = []
         y = top
-        for index, piece in enumerate(pieces):
+        for piece in pieces:
             height = self.height(piece)
             near = y < last and y + height > first
-            wanted.append(index < parkable and not near and height > 0)
+            wanted.append(piece in parkable and not near and height > 0)
             y += height
         for index, piece in enumerate(pieces):
             if not wanted[index]:
@@ -73,7 +84,7 @@ class Parking:
 
     def _park(self, piece: Widget, role: str, run: int = 0) -> None:
         if piece not in self._roles:
-            self._heights[piece] = piece.outer_size.height
+            self._heights.setdefault(piece, piece.outer_size.height)
             piece.set_class(True, "-parked", update=False)  # a marker: no restyle of the blocks
         previous = self._roles.get(piece)
         self._roles[piece] = role
@@ -102,4 +113,3 @@ class Parking:
             for block in piece.children:
                 block.display = True
         piece.styles.height = None
-        self._heights.pop(piece, None)
