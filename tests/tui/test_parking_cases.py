@@ -125,3 +125,76 @@ async def test_a_scroll_right_after_a_cut_records_the_frozen_piece_at_its_height
             await pilot.pause()
             heights.append(view.virtual_size.height)
     assert heights[0] == heights[1]
+
+
+async def test_a_narrower_view_parks_again_without_a_scroll() -> None:
+    """After a width change every piece is drawn again; the far ones must be parked again
+    once laid out at the new width, without waiting for the user to scroll."""
+    app = Host()
+    async with app.run_test(size=(80, 24)) as pilot:
+        message = await _streamed(pilot, ANSWER * 3)
+        await pilot.pause(0.3)
+        pieces = message.pieces
+        assert sum(p.has_class("-parked") for p in pieces) >= len(pieces) - 3
+        await pilot.resize_terminal(60, 24)
+        await pilot.pause()
+        await pilot.pause(0.3)
+        displayed = [p for p in message.pieces if p.display]
+        assert len(displayed) <= 4, (len(displayed), len(pieces))
+
+
+async def test_an_answer_restarted_then_streamed_records_its_first_cut_at_its_height(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """AnswerRestarted: restart() draws the message anew with an empty live piece, which is
+    settled after the next refresh and stays in `_settled` while it is streamed into. At its
+    first cut it is frozen but already 'settled': a wheel event before the next layout parks
+    it at its height before the latest batch (the case test_parking_cases fixed for a plain
+    stream). The user reads the answer above; the new answer ends too short (or too long)
+    until scrolled over, and what is drawn below a jump is shifted."""
+    original = ChatMessage._cut
+    reading = False
+
+    async def cut(self: ChatMessage) -> bool:
+        due = await original(self)
+        view = self.parent
+        if reading and isinstance(view, ChatView):
+            view.scroll_to(y=1 - round(view.scroll_y), animate=False, immediate=True)
+        return due
+
+    monkeypatch.setattr(ChatMessage, "_cut", cut)
+    text = ANSWER * 2
+    results = []
+    for stream in (True, False):
+        app = Host()
+        async with app.run_test(size=(80, 24)) as pilot:
+            view = app.query_one(ChatView)
+            old = await view.add_message("assistant", ANSWER)  # the answer the user reads
+            await old.finish("done")
+            message = await view.add_message("assistant", "" if stream else text)
+            if stream:
+                for k, fragment in enumerate(fragments(ANSWER[:1500])):
+                    await message.append(fragment)
+                    if k % 25 == 0:
+                        await pilot.pause()
+                await pilot.pause()
+                view.scroll_home(animate=False, immediate=True)
+                await pilot.pause()
+                await message.restart()  # the server sends the answer again
+                await pilot.pause()
+                reading = True
+                for k, fragment in enumerate(fragments(text)):
+                    await message.append(fragment)
+                    if k % 25 == 0:
+                        await pilot.pause()
+                reading = False
+            await message.finish("done")
+            await pilot.pause(0.3)
+            view.scroll_home(animate=False, immediate=True)
+            await pilot.pause()
+            height = view.virtual_size.height
+            view.scroll_to(y=view.max_scroll_y, animate=False, immediate=True)
+            await pilot.pause()
+            results.append((height, _drawn(app.export_screenshot())[0]))
+    assert results[0][0] == results[1][0]
+    assert results[0][1] == results[1][1]

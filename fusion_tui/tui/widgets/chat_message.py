@@ -182,6 +182,7 @@ class ChatMessage(Vertical):
         for piece in self._settled.intersection(pieces):
             self._settled.discard(piece)
             self._settle_piece(piece)
+        self.call_after_refresh(self.park)  # after those: parked again without a scroll
 
     async def append(self, fragment: str) -> None:
         if not fragment:
@@ -277,6 +278,7 @@ class ChatMessage(Vertical):
             # line, Textual 8.2's Markdown.append would overwrite that document's last block
             await self._live.append(tail)
         self._cuts += 1
+        self._settled.discard(frozen)  # settled while live (drawn anew before it streamed)
         self._settle_piece(frozen)
         self.set_timer(PARK_DELAY_S, lambda: self.post_message(self.Grew()))
         return self._cuts % SETTLE_EVERY == 0
