@@ -270,9 +270,9 @@ async def test_a_narrower_view_redraws_parked_pieces_at_their_new_height() -> No
         view = app.query_one(ChatView)
         height = view.virtual_size.height
         message.unpark_all()
-        await pilot.pause()
-        assert view.virtual_size.height == height  # no stale height from the wider view
         assert any(p.has_class("-parked") for p in message.pieces) is False
+        await pilot.pause()  # every piece drawn, then the far ones parked again
+        assert view.virtual_size.height == height  # no stale height from the wider view
 
 
 async def test_frozen_pieces_are_never_written_again(monkeypatch: pytest.MonkeyPatch) -> None:
