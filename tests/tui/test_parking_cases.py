@@ -87,23 +87,40 @@ async def test_a_taller_view_draws_the_pieces_it_now_shows() -> None:
     assert await _taller(_streamed, text) == await _taller(_one_shot, text)
 
 
+class WheelAfterCut:
+    """While `reading`, every cut is followed at once by a wheel event, before the next layout."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.reading = False
+        original = ChatMessage._cut
+
+        async def cut(message: ChatMessage) -> bool:
+            due = await original(message)
+            view = message.parent
+            if self.reading and isinstance(view, ChatView):
+                view.scroll_to(y=1 - round(view.scroll_y), animate=False, immediate=True)
+            return due
+
+        monkeypatch.setattr(ChatMessage, "_cut", cut)
+
+
+async def _finished_height(pilot: Any, message: ChatMessage) -> int:
+    """The view's content height once `message` is finished, drawn and parked, from the top."""
+    view = pilot.app.query_one(ChatView)
+    await message.finish("done")
+    await pilot.pause(0.3)
+    view.scroll_home(animate=False, immediate=True)
+    await pilot.pause()
+    return view.virtual_size.height
+
+
 async def test_a_scroll_right_after_a_cut_records_the_frozen_piece_at_its_height(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The user reads the top while it streams and a wheel event lands between a cut and the
     next layout: the piece just frozen must not be parked at its last laid-out height (before
     the latest batch), which left the answer too short until scrolled over."""
-    original = ChatMessage._cut
-    reading = False
-
-    async def cut(self: ChatMessage) -> bool:
-        due = await original(self)
-        view = self.parent
-        if reading and isinstance(view, ChatView):
-            view.scroll_to(y=1 - round(view.scroll_y), animate=False, immediate=True)
-        return due
-
-    monkeypatch.setattr(ChatMessage, "_cut", cut)
+    wheel = WheelAfterCut(monkeypatch)
     text = ANSWER * 2
     heights = []
     for stream in (True, False):
@@ -115,15 +132,11 @@ async def test_a_scroll_right_after_a_cut_records_the_frozen_piece_at_its_height
                 await message.append(fragment)
                 if k == len(text) // 20:
                     view.scroll_home(animate=False)
-                    reading = True
+                    wheel.reading = True
                 if k % 25 == 0:
                     await pilot.pause()
-            reading = False
-            await message.finish("done")
-            await pilot.pause(0.3)
-            view.scroll_home(animate=False, immediate=True)
-            await pilot.pause()
-            heights.append(view.virtual_size.height)
+            wheel.reading = False
+            heights.append(await _finished_height(pilot, message))
     assert heights[0] == heights[1]
 
 
@@ -146,23 +159,10 @@ async def test_a_narrower_view_parks_again_without_a_scroll() -> None:
 async def test_an_answer_restarted_then_streamed_records_its_first_cut_at_its_height(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """AnswerRestarted: restart() draws the message anew with an empty live piece, which is
-    settled after the next refresh and stays in `_settled` while it is streamed into. At its
-    first cut it is frozen but already 'settled': a wheel event before the next layout parks
-    it at its height before the latest batch (the case test_parking_cases fixed for a plain
-    stream). The user reads the answer above; the new answer ends too short (or too long)
-    until scrolled over, and what is drawn below a jump is shifted."""
-    original = ChatMessage._cut
-    reading = False
-
-    async def cut(self: ChatMessage) -> bool:
-        due = await original(self)
-        view = self.parent
-        if reading and isinstance(view, ChatView):
-            view.scroll_to(y=1 - round(view.scroll_y), animate=False, immediate=True)
-        return due
-
-    monkeypatch.setattr(ChatMessage, "_cut", cut)
+    """An answer sent again (restart) is drawn anew with an empty live piece, settled while it
+    is still streamed into; its first cut must still be parked at its height after that cut,
+    not before the latest batch (the answer ended too short until scrolled over)."""
+    wheel = WheelAfterCut(monkeypatch)
     text = ANSWER * 2
     results = []
     for stream in (True, False):
@@ -182,17 +182,13 @@ async def test_an_answer_restarted_then_streamed_records_its_first_cut_at_its_he
                 await pilot.pause()
                 await message.restart()  # the server sends the answer again
                 await pilot.pause()
-                reading = True
+                wheel.reading = True
                 for k, fragment in enumerate(fragments(text)):
                     await message.append(fragment)
                     if k % 25 == 0:
                         await pilot.pause()
-                reading = False
-            await message.finish("done")
-            await pilot.pause(0.3)
-            view.scroll_home(animate=False, immediate=True)
-            await pilot.pause()
-            height = view.virtual_size.height
+                wheel.reading = False
+            height = await _finished_height(pilot, message)
             view.scroll_to(y=view.max_scroll_y, animate=False, immediate=True)
             await pilot.pause()
             results.append((height, _drawn(app.export_screenshot())[0]))
