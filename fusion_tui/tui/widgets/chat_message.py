@@ -142,9 +142,9 @@ class ChatMessage(Vertical):
         return self._text
 
     @property
-    def pieces(self) -> list[Markdown]:
+    def pieces(self) -> list[Piece]:
         """The Markdown widgets of the body, top to bottom; only the last one is ever updated."""
-        return list(self.query_children(Markdown))
+        return list(self.query_children(Piece))
 
     def park(self) -> None:
         """Park the frozen pieces more than a quarter of a view's height away from the view;
@@ -278,7 +278,6 @@ class ChatMessage(Vertical):
             # line, Textual 8.2's Markdown.append would overwrite that document's last block
             await self._live.append(tail)
         self._cuts += 1
-        self._settled.discard(frozen)  # settled while live (drawn anew before it streamed)
         self._settle_piece(frozen)
         self.set_timer(PARK_DELAY_S, lambda: self.post_message(self.Grew()))
         return self._cuts % SETTLE_EVERY == 0
@@ -286,9 +285,8 @@ class ChatMessage(Vertical):
     async def _render_whole(self) -> None:
         """A link definition can act on text above it: draw the answer as one document."""
         with self.app.batch_update():
-            await self.remove_children(Markdown)
+            await self.remove_children(Piece)
             self._parking.forget()
             self._settled.clear()
             self._live, self._live_text = Piece(self._text), self._text
             await self.mount(self._live, before=self.query_one(".footnote"))
-        self._settle_piece(self._live)

@@ -42,8 +42,9 @@ class ChatView(VerticalScroll):
         if event.size.width != self._parked_width:
             self._parked_width = event.size.width
             for message in self.query_children(ChatMessage):
-                message.unpark_all()
-        self.call_after_refresh(self.park)  # a taller view shows pieces that were far
+                message.unpark_all()  # each parks again once laid out at the new width
+        else:
+            self.call_after_refresh(self.park)  # a taller view shows pieces that were far
 
     def park(self) -> None:
         """Frozen pieces of long answers far from the view cost no layout (see ChatMessage)."""

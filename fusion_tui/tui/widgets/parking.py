@@ -26,9 +26,6 @@ class Parking:
         self._roles: dict[Widget, str] = {}
         self._blocks_hidden: set[Widget] = set()
 
-    def is_parked(self, piece: Widget) -> bool:
-        return piece in self._roles
-
     def height(self, piece: Widget) -> int:
         """The piece's own height: as it was when it was first parked, else as drawn.
 
