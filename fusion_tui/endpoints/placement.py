@@ -1,10 +1,13 @@
 """Provides the placement policy: which (endpoint, slot) a session's requests go to, and why.
 
 Pure functions over snapshots (`EndpointView`), so every rule is unit-tested without a server;
-the backends act on the returned `Placement`. The rules (issue 14):
+the backends act on the returned `Placement`. The rules:
 
 * a new session goes to a healthy endpoint serving the requested model with a free slot, the best
-  measured speed and the fewest queued requests first (speed / (1 + queued));
+  measured speed and the fewest queued requests first (speed / (1 + queued)); an empty slot on
+  any endpoint comes before an idle one that still holds another session's prompt, as the
+  one-server keeper prefers a slot no session holds: taking the held one evicts that session's
+  cache (it reads its whole prompt again when it comes back) while the empty one costs nothing;
 * a resumed session goes back to the endpoint holding its prompt or its saved slot file;
 * a slot another client keeps busy (processing while we have nothing in flight there) is never
   named; a pin on such a slot adapts, and the reason says so;
@@ -148,6 +151,25 @@ def _pick_slot(view: EndpointView, shared: bool = False) -> int | None:
     return None
 
 
+def _empty_slot(view: EndpointView) -> int | None:
+    """A free slot on `view` that holds nothing (never used, or erased); None when every free
+    slot still holds a prompt, or `/slots` is off (then nobody knows what the slots hold)."""
+    free = view.free_slots() if view.slots is not None else []
+    return free[0].id if free and free[0].n_tokens == 0 else None
+
+
+def _first_pick(ranked: Sequence[EndpointView]) -> tuple[EndpointView, int] | None:
+    """The best-ranked endpoint and slot for a session that holds nothing yet: an empty slot
+    anywhere first (nothing is evicted), then the best endpoint's least-held free slot (another
+    session's cache goes), then an idle slot our sessions share (the server picks it)."""
+    for pick in (_empty_slot, _pick_slot, lambda v: _pick_slot(v, shared=True)):
+        for view in ranked:
+            slot = pick(view)
+            if slot is not None:
+                return view, slot
+    return None
+
+
 SHARED = "any slot (none is free: the server picks one, which may evict another session's cache)"
 
 
@@ -166,13 +188,9 @@ def place_new(views: Sequence[EndpointView], model: str | None = None) -> Placem
     candidates = _eligible(views, model)
     if not candidates:
         return Placement("wait", None, reason=_nowhere(views, model))
-    ranked = _rank(candidates)
-    picks = [(v, _pick_slot(v)) for v in ranked]
-    if all(slot is None for _, slot in picks):  # nothing free anywhere: share an idle slot
-        picks = [(v, _pick_slot(v, shared=True)) for v in ranked]
-    for view, slot in picks:
-        if slot is None:
-            continue
+    picked = _first_pick(_rank(candidates))
+    if picked is not None:
+        view, slot = picked
         where = _where(view, slot)
         others = len(candidates) - 1
         why = f"{view.label} {where}: {_speed(view)}, {view.queued} queued"
@@ -266,13 +284,9 @@ def failover(
     if not why:
         why = f"is unreachable ({home.error})" if home and home.error else "is unreachable"
     others = [v for v in _eligible(views, model) if v.label != pin.endpoint]
-    ranked = _rank(others)
-    picks = [(v, _pick_slot(v)) for v in ranked]
-    if all(slot is None for _, slot in picks):
-        picks = [(v, _pick_slot(v, shared=True)) for v in ranked]
-    for view, slot in picks:
-        if slot is None:
-            continue
+    picked = _first_pick(_rank(others))
+    if picked is not None:
+        view, slot = picked
         where = _where(view, slot)
         return Placement(
             "move", view.label, slot,

@@ -146,3 +146,32 @@ def test_a_home_serving_another_model_now_is_a_failover() -> None:
     assert d.action == "move" and d.reason.startswith(
         "gpu now serves /m/other.gguf; moving to here"
     )
+
+
+def test_an_empty_slot_anywhere_comes_before_evicting_an_idle_session() -> None:
+    # "a" is faster, but both its idle slots still hold sessions left earlier; "b" is empty
+    views = [ep("a", tok_s=60, cached={0: 700, 1: 500}), ep("b", tok_s=50)]
+    d = place_new(views, MODEL)
+    assert (d.action, d.endpoint, d.slot) == ("use", "b", 0)
+    # with no empty slot anywhere, the best endpoint's least-held slot is taken, as before
+    full = [ep("a", tok_s=60, cached={0: 700, 1: 500}), ep("b", tok_s=50, cached={0: 9, 1: 9})]
+    assert (place_new(full, MODEL).endpoint, place_new(full, MODEL).slot) == ("a", 1)
+
+
+def test_four_new_sessions_one_after_another_fill_both_endpoints() -> None:
+    """Each session is left before the next starts (its pin released, its prompt kept in the
+    slot): the four go to the four slots instead of taking turns on the first endpoint's."""
+    held: dict[str, dict[int, int]] = {"a": {}, "b": {}}
+    placed = []
+    for k in range(4):
+        d = place_new([ep(label, cached=held[label]) for label in ("a", "b")], MODEL)
+        assert d.endpoint is not None
+        placed.append((d.endpoint, d.slot))
+        held[d.endpoint][d.slot] = 400 + k  # the session's prompt stays in the slot
+    assert sorted(placed) == [("a", 0), ("a", 1), ("b", 0), ("b", 1)]
+
+
+def test_a_failover_prefers_an_empty_slot_on_any_other_endpoint() -> None:
+    views = [ep("gpu", healthy=False), ep("here", tok_s=90, cached={0: 300, 1: 200}), ep("c")]
+    d = failover(Pin("gpu", 1), views, MODEL, prompt_tokens=100)
+    assert (d.action, d.endpoint, d.slot) == ("move", "c", 0)
