@@ -149,7 +149,7 @@ class _Run:
 
     # --- the task's first message ------------------------------------------------------------
 
-    def first_message(self) -> str:
+    async def first_message(self) -> str:
         """The task, the files it is about and the names of the others."""
         if not self.deps.workspace_facts:
             return self.task + self.tail()
@@ -160,7 +160,20 @@ class _Run:
         budget = max(0, int(room * 0.6) - len(self.deps.stable_prefix))
         chat = choose(self.task, files, self.read, budget)
         self.files.update(chat.shown)
-        return f"{self.task}\n\n{self.files_section(chat)}{self.tail()}"
+        return f"{self.task}\n\n{self.files_section(chat)}{await self.tests_before()}{self.tail()}"
+
+    async def tests_before(self) -> str:
+        """The test command's failure before any change, for the first message: what is broken
+        is the most useful thing a model fixing it can see."""
+        if not self.cfg.test_cmd:
+            return ""
+        run = await self.run_tests(round_=0)
+        if run.ok:
+            return f"\n\nThe tests `{run.command}` pass now."
+        how = "time out" if run.exit is None else f"fail (exit code {run.exit})"
+        return (
+            f"\n\nThe tests `{run.command}` {how} now. The end of the output:\n```\n{run.tail}\n```"
+        )
 
     @staticmethod
     def files_section(chat: ChatFiles) -> str:
@@ -350,7 +363,10 @@ class _Run:
             if verdict != "run":
                 self.blocked("write_file", key, verdict)
             self.guard.record("write_file", key, True, f"{done.path} already holds this text")
-            notes.append(f"{done.path} already holds exactly this text: nothing was changed.")
+            notes.append(
+                f"{done.path} already holds exactly this text: nothing was changed. Find what is "
+                "wrong and give the file with the fix."
+            )
             return None
         args = {"path": done.path, "content": done.content}
         result = await self.run_tool(Action("write_file", args))
@@ -417,15 +433,24 @@ class _Run:
         command = self.cfg.test_cmd
         if not command:
             return None
-        t0 = self.clock.now()
-        done = await execute(self.ctx, command, self.cfg.test_timeout_s)
-        run = TestRan(self.step, command, done.ok, done.exit, tail(done.output), self.rounds + 1,
-                      (self.clock.now() - t0) * 1000)  # fmt: skip
-        self.last_test = run
-        self.emit(run)
+        run = await self.run_tests(self.rounds + 1)
         if run.ok:
             return None
-        return test_feedback(command, run.exit, run.tail, self.cfg.test_rounds - self.rounds - 1)
+        return test_feedback(
+            run.command, run.exit, run.tail, self.cfg.test_rounds - self.rounds - 1
+        )
+
+    async def run_tests(self, round_: int) -> TestRan:
+        """Run the task's test command once (round 0: before any change)."""
+        command = self.cfg.test_cmd or ""
+        t0 = self.clock.now()
+        done = await execute(self.ctx, command, self.cfg.test_timeout_s)
+        run = TestRan(self.step, command, done.ok, done.exit, tail(done.output), round_,
+                      (self.clock.now() - t0) * 1000)  # fmt: skip
+        if round_ > 0:
+            self.last_test = run
+        self.emit(run)
+        return run
 
     async def run_reply(self, parsed: Reply) -> tuple[list[str], list[str], bool]:
         """The reply's edits, then its calls: (paths changed, what to tell the model, whether
@@ -504,7 +529,7 @@ class _Run:
     async def run(self) -> tuple[Outcome, str, str]:
         pending: tuple[str, str] | None = None
         if not self.packer.awaiting_reply:
-            pending = (self.first_message(), "task")
+            pending = (await self.first_message(), "task")
         failed = 0
         while True:
             if self.step > 0 and self.clock.now() >= self.ceiling:  # a tool ended past it
