@@ -10,20 +10,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 Outcome = Literal[
-    "completed",
-    "cancelled",
-    "time_ceiling",
-    "max_steps",
-    "error",
-    "stuck",
-    "no_answer",
-    "no_change",
-    "tests_failed",
+    "completed", "cancelled", "time_ceiling", "max_steps", "error", "stuck", "no_answer"
 ]
-"""`stuck`: the loop guard stopped a repeated call (`loop_guard.py`); `no_answer`: the model
-ended without a real answer (empty, or a placeholder of ours; `finish_check.py`); `no_change`:
-the task asked for a change and no file was changed; `tests_failed`: files were changed but the
-task's test command still failed after its last round."""
+"""`stuck`: the loop guard stopped a repeated failing call (`loop_guard.py`); `no_answer`: the
+model finished without a real summary (empty, or a placeholder of ours; `finish_check.py`)."""
 RequestPurpose = Literal["step", "repair", "summary", "compaction", "chat"]
 """`chat`: a plain-chat turn (`fusion-tui chat`)."""
 
@@ -151,30 +141,6 @@ class StepFailed:
 
 
 @dataclass(frozen=True)
-class TestRan:
-    """The task's test command ran after the step's edits (`round` counts from 1)."""
-
-    step: int
-    command: str
-    ok: bool
-    exit: int | None
-    tail: str
-    round: int
-    duration_ms: float
-
-
-@dataclass(frozen=True)
-class FileChanged:
-    """A file of the workspace was written by the step (its diff, for the user to follow)."""
-
-    step: int
-    path: str
-    diff: str
-    how: str
-    """whole, merged or search (`edits.Resolved.how`)."""
-
-
-@dataclass(frozen=True)
 class Compacted:
     step: int
     tokens_before: int
@@ -213,8 +179,6 @@ AgentEvent = (
     | StepFailed
     | RepeatBlocked
     | Compacted
-    | TestRan
-    | FileChanged
     | TaskOutcome
     | WorkerEvent
 )
@@ -244,9 +208,6 @@ def to_json_line(event: AgentEvent) -> dict[str, Any] | None:
         return line
     if isinstance(event, TaskOutcome):
         return {"event": "outcome", "outcome": event.outcome, "session": event.session_id}
-    if isinstance(event, TestRan):
-        return {"event": "test", "ok": event.ok, "exit": event.exit, "tail": event.tail,
-                "round": event.round}  # fmt: skip
     if isinstance(event, RequestDone):
         data = asdict(event)
         for key in ("endpoint", "moved_from"):  # one endpoint: the lines stay as they were

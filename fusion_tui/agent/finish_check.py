@@ -7,8 +7,6 @@ says only that is not an answer; the loop asks once more, then ends with the out
 
 from __future__ import annotations
 
-import re
-
 INTERRUPTED = "(interrupted before this step was answered)"
 """The finish the app writes for a step a previous task left unanswered (`session_run`)."""
 
@@ -28,35 +26,11 @@ def _norm(text: str) -> str:
 _NORMALIZED = frozenset(_norm(p) for p in PLACEHOLDERS)
 
 
-GUARD_WORDS = ("was not run: you made this exact call", "Repeating a call again ends the task")
-"""Words of the loop guard's note (`loop_guard.py`): an answer that copies them is not one."""
-
-_CHANGE = re.compile(
-    r"\b(fix|implement|add|write|change|create|make|update|refactor|rename|remove|delete|"
-    r"replace|edit|complete|modify|convert|move|correct|improve|optimi[sz]e|support|rewrite|"
-    r"finish|handle|solve)\w*\b",
-    re.I,
-)
-_QUESTION = re.compile(r"^\s*(what|why|how|where|which|who|when|explain|describe|show|list|is|"
-                       r"are|does|do|can|could|should|tell)\b", re.I)  # fmt: skip
-
-
-def wants_change(task: str) -> bool:
-    """Whether a task asks for files to change (an answer alone does not do it): it names a
-    change ("fix", "implement", "add" ...) and is not a question."""
-    text = task.strip()
-    if _QUESTION.match(text) and text.rstrip().endswith("?"):
-        return False
-    return bool(_CHANGE.search(text))
-
-
 def finish_problem(summary: str) -> str | None:
     """Why `summary` is not a completed answer ("was empty", "is the app's placeholder ..."),
     or None when it is one."""
     if not summary.strip():
         return "was empty"
-    if any(w in summary for w in GUARD_WORDS):
-        return "copies the app's own note about a repeated call"
     if _norm(summary) in _NORMALIZED:
         return f"is the app's placeholder text {summary.strip()!r}, not yours"
     return None

@@ -19,15 +19,7 @@ from fusion_tui.sessions.fields import (
 
 Role = Literal["system", "user", "assistant", "tool"]
 Outcome = Literal[
-    "completed",
-    "cancelled",
-    "time_ceiling",
-    "max_steps",
-    "error",
-    "stuck",
-    "no_answer",
-    "no_change",
-    "tests_failed",
+    "completed", "cancelled", "time_ceiling", "max_steps", "error", "stuck", "no_answer"
 ]
 ROLES: tuple[str, ...] = get_args(Role)
 OUTCOMES: tuple[str, ...] = get_args(Outcome)
