@@ -107,6 +107,20 @@ def _clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def check_fusion(fusion_cmd: str, test_cmd: str | None) -> None:
+    """Fail at once, with its own words, when the fusion command cannot run a task here (a broken
+    checkout would otherwise count as `no_edit` on every problem)."""
+    argv = [*shlex.split(fusion_cmd), "run", "--help"]
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise SystemExit(f"--fusion-cmd {fusion_cmd!r} does not run: {exc}") from None
+    if proc.returncode != 0:
+        raise SystemExit(f"`{shlex.join(argv)}` failed ({proc.returncode}):\n{tail(proc.stderr)}")
+    if test_cmd and "--test-cmd" not in proc.stdout:
+        raise SystemExit(f"{fusion_cmd} has no `run --test-cmd`; drop --agent-test-cmd for it")
+
+
 def run_fusion(
     problem: Problem,
     ws: Path,

@@ -47,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _humaneval_clients import (
     aider_files,
+    check_fusion,
     ensure_bench_venv,
     human_eval_data,
     run_aider,
@@ -161,6 +162,10 @@ def one(
     print(f"run {run + 1} {problem.task_id:14} {client:11} {verdict:12} {rec.wall_s:7.1f} s "
           f"prompt {rec.prompt_tokens:6} predicted {rec.predicted_tokens:5}{said}",
           flush=True)  # fmt: skip
+    if client == "fusion" and ran.detail.get("outcome") is None and not ran.timed_out:
+        # no outcome line: the command itself failed, which is not the agent's answer
+        print(f"  fusion-tui run ended without an outcome (exit {ran.detail.get('exit')}):\n"
+              f"{ran.detail.get('stderr')}", file=sys.stderr)  # fmt: skip
     if not args.keep:
         shutil.rmtree(box, ignore_errors=True)
     return rec
@@ -185,6 +190,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown or not clients:
         ap.error(f"--clients: unknown {', '.join(unknown) or '(none)'}; pick from {CLIENTS}")
     problems = sample(load_problems(args.data or human_eval_data()), args.sample or None, args.seed)
+    if "fusion" in clients:
+        check_fusion(args.fusion_cmd, args.agent_test_cmd)
     if "aider" in clients:
         ensure_bench_venv()
     command = shlex.join(getattr(sys, "orig_argv", [sys.executable, *sys.argv]))
