@@ -10,10 +10,20 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 Outcome = Literal[
-    "completed", "cancelled", "time_ceiling", "max_steps", "error", "stuck", "no_answer"
+    "completed",
+    "cancelled",
+    "time_ceiling",
+    "max_steps",
+    "error",
+    "stuck",
+    "no_answer",
+    "no_change",
+    "tests_failed",
 ]
-"""`stuck`: the loop guard stopped a repeated failing call (`loop_guard.py`); `no_answer`: the
-model finished without a real summary (empty, or a placeholder of ours; `finish_check.py`)."""
+"""`stuck`: the loop guard stopped a repeated call (`loop_guard.py`); `no_answer`: the model
+ended without a real answer (empty, or a placeholder of ours; `finish_check.py`); `no_change`:
+the task asked for a change and no file was changed; `tests_failed`: files were changed but the
+task's test command still failed after its last round."""
 RequestPurpose = Literal["step", "repair", "summary", "compaction", "chat"]
 """`chat`: a plain-chat turn (`fusion-tui chat`)."""
 
@@ -116,7 +126,8 @@ class ToolFinished:
 
 @dataclass(frozen=True)
 class RepeatBlocked:
-    """The loop guard refused to run a call that failed the same way `failures` times in a row.
+    """The loop guard refused to run a call made before since the workspace last changed (its
+    result could not differ); `times`: how often it was made, this time included.
 
     `stuck` False: the model got the corrective message `message` instead of the call's result;
     True: it repeated the call after that, and the task ends with the outcome `stuck`.
@@ -126,7 +137,7 @@ class RepeatBlocked:
     name: str
     args: dict[str, Any]
     error: str
-    failures: int
+    times: int
     message: str
     stuck: bool = False
 
@@ -138,6 +149,30 @@ class StepFailed:
     step: int
     error: str
     raw: str
+
+
+@dataclass(frozen=True)
+class TestRan:
+    """The task's test command ran after the step's edits (`round` counts from 1)."""
+
+    step: int
+    command: str
+    ok: bool
+    exit: int | None
+    tail: str
+    round: int
+    duration_ms: float
+
+
+@dataclass(frozen=True)
+class FileChanged:
+    """A file of the workspace was written by the step (its diff, for the user to follow)."""
+
+    step: int
+    path: str
+    diff: str
+    how: str
+    """whole, merged or search (`edits.Resolved.how`)."""
 
 
 @dataclass(frozen=True)
@@ -179,6 +214,8 @@ AgentEvent = (
     | StepFailed
     | RepeatBlocked
     | Compacted
+    | TestRan
+    | FileChanged
     | TaskOutcome
     | WorkerEvent
 )
@@ -208,6 +245,9 @@ def to_json_line(event: AgentEvent) -> dict[str, Any] | None:
         return line
     if isinstance(event, TaskOutcome):
         return {"event": "outcome", "outcome": event.outcome, "session": event.session_id}
+    if isinstance(event, TestRan):
+        return {"event": "test", "ok": event.ok, "exit": event.exit, "tail": event.tail,
+                "round": event.round}  # fmt: skip
     if isinstance(event, RequestDone):
         data = asdict(event)
         for key in ("endpoint", "moved_from"):  # one endpoint: the lines stay as they were

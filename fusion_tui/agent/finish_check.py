@@ -1,11 +1,15 @@
 """Tells a real finish summary from an empty one or one of the app's own placeholder texts.
 
 A small model copies what it sees: a resumed session's history holds our placeholder finish
-"(interrupted before this step was answered)", and a tool result may read "(empty)". A finish that
-says only that is not an answer; the loop asks once more, then ends with the outcome `no_answer`.
+"(interrupted before this step was answered)", and a tool result may read "(empty)". An answer that
+says only that is not one; the loop asks once more, then ends with the outcome `no_answer`. A task
+that asks for a change and gets an answer without one is asked once more too, then ends
+`no_change`.
 """
 
 from __future__ import annotations
+
+import re
 
 INTERRUPTED = "(interrupted before this step was answered)"
 """The finish the app writes for a step a previous task left unanswered (`session_run`)."""
@@ -14,9 +18,16 @@ PLACEHOLDERS = frozenset({INTERRUPTED, "(empty)", "(no change)", "(none)", "the 
 """Texts the app itself writes where the model might copy them from."""
 
 RETRY_NOTE = (
-    "Your finish summary {problem}. That is not an answer. If the task is done, finish with a "
-    "short summary of what you did and found; otherwise continue with a tool."
+    "Your answer {problem}. That is not an answer. If the task is done, say in a few sentences "
+    "what you did and found; otherwise go on: change the files or call a tool."
 )
+NO_CHANGE_NOTE = (
+    "No file was changed, and the task asks for a change. Make it now: write the file's path on "
+    "a line of its own, then its whole new content in a code block. If nothing needs to change, "
+    "say why in one sentence."
+)
+"""Sent once when a reply ends a change task without changing anything: small models often
+describe the fix, or show it in a block with no file, instead of writing it."""
 
 
 def _norm(text: str) -> str:
@@ -26,11 +37,35 @@ def _norm(text: str) -> str:
 _NORMALIZED = frozenset(_norm(p) for p in PLACEHOLDERS)
 
 
+GUARD_WORDS = ("was not run: you made this exact call", "Repeating a call again ends the task")
+"""Words of the loop guard's note (`loop_guard.py`): an answer that copies them is not one."""
+
+_CHANGE = re.compile(
+    r"\b(fix|implement|add|write|change|create|make|update|refactor|rename|remove|delete|"
+    r"replace|edit|complete|modify|convert|move|correct|improve|optimi[sz]e|support|rewrite|"
+    r"finish|handle|solve)\w*\b",
+    re.I,
+)
+_QUESTION = re.compile(r"^\s*(what|why|how|where|which|who|when|explain|describe|show|list|is|"
+                       r"are|does|do|can|could|should|tell)\b", re.I)  # fmt: skip
+
+
+def wants_change(task: str) -> bool:
+    """Whether a task asks for files to change (an answer alone does not do it): it names a
+    change ("fix", "implement", "add" ...) and is not a question."""
+    text = task.strip()
+    if _QUESTION.match(text) and text.rstrip().endswith("?"):
+        return False
+    return bool(_CHANGE.search(text))
+
+
 def finish_problem(summary: str) -> str | None:
     """Why `summary` is not a completed answer ("was empty", "is the app's placeholder ..."),
     or None when it is one."""
     if not summary.strip():
         return "was empty"
+    if any(w in summary for w in GUARD_WORDS):
+        return "copies the app's own note about a repeated call"
     if _norm(summary) in _NORMALIZED:
         return f"is the app's placeholder text {summary.strip()!r}, not yours"
     return None

@@ -1,23 +1,36 @@
-"""The step loop: one constrained action per step, tools, repair, ceiling, finalization.
+"""The step loop: a reply per step, its edits and tool calls run, checks, honest endings.
 
-Outcomes: `completed` (the model called finish), `cancelled` (the user), `time_ceiling` (the task
-ceiling fired; a summary step ran on its own deadline), `max_steps` (step limit, or a summary
-that overran its deadline), `error` (the server failed, or steps kept failing), `stuck` (the
-same failing call again after the loop guard's warning, `loop_guard.py`), `no_answer` (finish
-with an empty summary or a placeholder of ours, twice: `finish_check.py`). What a task is given
-and gives back (`AgentConfig`, `AgentDeps`, `TaskResult`) lives in `task.py`.
+A step is one reply of the model in its own format (`reply.py`): code blocks that change files
+and `<tool_call>`s to read, search or run. The loop applies the edits (`edits.py`: which file,
+whole or merged), runs the calls, and after a step that changed files checks them (`checks.py`:
+the Python compiles, the task's test command passes), sending a failure back for up to
+`test_rounds` rounds. The task's first message carries the files it is about (`chat_files.py`).
+
+Outcomes: `completed` (changes made and checked, or an answer to a question), `no_change` (the
+task asked for a change and no file changed), `tests_failed` (files changed, the tests still fail
+after the last round), `cancelled` (the user), `time_ceiling` (the task ceiling fired; a summary
+step ran on its own deadline), `max_steps` (step limit, or a summary that overran its deadline),
+`error` (the server failed, or replies kept failing to parse), `stuck` (a call repeated after the
+loop guard's warning, `loop_guard.py`), `no_answer` (an empty answer, or one of our own
+placeholders: `finish_check.py`). What a task is given and gives back (`AgentConfig`,
+`AgentDeps`, `TaskResult`) lives in `task.py`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from typing import Any
 
+from fusion_tui.agent.chat_files import ChatFiles, choose, file_block, workspace_files
+from fusion_tui.agent.checks import syntax_feedback, syntax_problem, tail, test_feedback
 from fusion_tui.agent.deadline import CancelToken, run_guarded
 from fusion_tui.agent.delegate import run_delegate
+from fusion_tui.agent.edits import EditRefused, resolve
 from fusion_tui.agent.events import (
     Compacted,
     EventSink,
+    FileChanged,
     Outcome,
     RepeatBlocked,
     RequestDone,
@@ -25,19 +38,29 @@ from fusion_tui.agent.events import (
     StepFailed,
     StepStarted,
     TaskOutcome,
+    TestRan,
     ToolFinished,
     ToolStarted,
 )
-from fusion_tui.agent.finish_check import RETRY_NOTE, finish_problem, no_answer_reason
+from fusion_tui.agent.finish_check import (
+    NO_CHANGE_NOTE,
+    RETRY_NOTE,
+    finish_problem,
+    no_answer_reason,
+    wants_change,
+)
 from fusion_tui.agent.loop_guard import LoopGuard
 from fusion_tui.agent.prompt import ContextMeter, PromptPacker, observation, volatile_tail
-from fusion_tui.agent.protocol import Action, StepInvalid, parse_step, step_schema
-from fusion_tui.agent.request import Reply, stream_request
+from fusion_tui.agent.protocol import Action, StepInvalid, validate_args
+from fusion_tui.agent.reply import FileBlock, Reply, SearchReplace, ToolCall, parse_reply
+from fusion_tui.agent.request import Reply as Streamed
+from fusion_tui.agent.request import stream_request
 from fusion_tui.agent.task import AgentConfig, AgentDeps, TaskResult, tools_for
 from fusion_tui.agent.tools import ToolContext, ToolResult
-from fusion_tui.agent.tools.registry import FINISH, RUNNERS
+from fusion_tui.agent.tools.files import read_text
+from fusion_tui.agent.tools.registry import RUNNERS
+from fusion_tui.agent.tools.shell import execute
 from fusion_tui.agent.tools.workspace import ToolError
-from fusion_tui.agent.workspace_facts import task_prefix
 from fusion_tui.server.errors import ContextExceeded
 
 __all__ = ["AgentConfig", "AgentDeps", "TaskResult", "run_task", "tools_for"]
@@ -48,7 +71,11 @@ LOG_CHARS = 60_000
 """At most this much of the work log goes into a compaction's summary request."""
 SUMMARY_OVERHEAD = 256
 """Tokens of the summary request besides the log: its instruction and the template."""
-REPAIR_NOTE = "Your reply was not a valid action: {error}. Reply with exactly one JSON action."
+CHARS_PER_TOKEN = 3.0
+"""For the budget of the files shown with a task when the server cannot count them."""
+STOP = ["<tool_response>"]
+"""The model writes a call and waits; a model that goes on to invent the result is cut there."""
+REPAIR_NOTE = "{problems}. Reply again in the format of the system message."
 
 
 class _Run:
@@ -67,13 +94,9 @@ class _Run:
         self.started = self.clock.now()
         self.ceiling = self.started + config.max_duration_ms / 1000
         self.tools = tools_for(deps.tools, deps.delegate is not None)
-        self.schema = step_schema(self.tools)
-        stable = deps.stable_prefix
-        if deps.workspace_facts:  # once per task: part of the cached prefix, byte-stable
-            stable = task_prefix(stable, deps.workspace)
         if resume is not None:
-            resume.set_stable(stable)
-        self.packer = resume or PromptPacker(deps.frame, stable)
+            resume.set_stable(deps.stable_prefix)
+        self.packer = resume or PromptPacker(deps.frame, deps.stable_prefix)
         self.meter = ContextMeter(deps.n_ctx)
         self.slot = deps.slots.slot_for(session_id)
         self.step = 0
@@ -83,6 +106,16 @@ class _Run:
         self.ctx = ToolContext(
             deps.workspace, deps.gate, lambda: self.cancel.cancelled, config.shell_timeout_s
         )
+        self.files: dict[str, str] = {}
+        """The files in the chat (shown with the task, read or written since): path → text."""
+        self.known: set[str] = set()
+        self.changed: list[str] = []
+        """Files this task changed, in order."""
+        self.rounds = 0
+        """Check rounds used: replies that were sent back because the checks failed."""
+        self.last_test: TestRan | None = None
+        self.nudged = False
+        """Whether a reply that would have ended the task undone was already sent back."""
 
     def emit(self, event: Any) -> None:
         if isinstance(event, RequestDone):
@@ -122,11 +155,71 @@ class _Run:
     def tail(self) -> str:
         return volatile_tail(self.step + 1, self.cfg.max_steps, self.ms_left())
 
+    # --- the task's first message ------------------------------------------------------------
+
+    async def first_message(self) -> str:
+        """The task, the files it is about and the names of the others."""
+        if not self.deps.workspace_facts:
+            return self.task + self.tail()
+        files = workspace_files(self.deps.workspace)
+        self.known = set(files)
+        n_ctx = self.context()
+        per_token = await self.chars_per_token()
+        room = (n_ctx - self.cfg.n_predict) * per_token if n_ctx > 0 else 48_000
+        budget = max(0, int(room * 0.6) - len(self.deps.stable_prefix))
+        chat = choose(self.task, files, self.read, budget)
+        self.files.update(chat.shown)
+        if self.packer.messages:  # a session that goes on: what it holds unchanged stays there
+            held = self.packer.holds
+            chat = chat.without([p for p, t in chat.shown.items() if held(file_block(p, t))])
+        return f"{self.task}\n\n{self.files_section(chat)}{await self.tests_before()}{self.tail()}"
+
+    async def chars_per_token(self) -> float:
+        """Characters per token of this model's tokenizer, from the server's count of the
+        system message (one `/tokenize` of a few kB), so the files shown with a task fit the
+        slot; `CHARS_PER_TOKEN` when the server cannot be asked."""
+        if self.deps.count_tokens is None:
+            return CHARS_PER_TOKEN
+        try:
+            counted = await self.deps.count_tokens(self.deps.stable_prefix)
+        except Exception:  # no count to be had: the usual ratio
+            return CHARS_PER_TOKEN
+        return len(self.deps.stable_prefix) / counted if counted > 0 else CHARS_PER_TOKEN
+
+    async def tests_before(self) -> str:
+        """The test command's failure before any change, for the first message: what is broken
+        is the most useful thing a model fixing it can see."""
+        if not self.cfg.test_cmd:
+            return ""
+        run = await self.run_tests(round_=0)
+        if run.ok:
+            return f"\n\nThe tests `{run.command}` pass now."
+        how = "time out" if run.exit is None else f"fail (exit code {run.exit})"
+        return (
+            f"\n\nThe tests `{run.command}` {how} now. The end of the output:\n```\n{run.tail}\n```"
+        )
+
+    @staticmethod
+    def files_section(chat: ChatFiles) -> str:
+        return chat.render() or "The workspace is empty."
+
+    def read(self, path: str) -> str:
+        text, _size, truncated = read_text(self.ctx, path)
+        if truncated:
+            raise ToolError(f"{path} is too large to show whole")
+        return text
+
+    def old_text(self, path: str) -> str | None:
+        try:
+            return self.read(path)
+        except ToolError as exc:
+            if "does not exist" in str(exc):
+                return None
+            raise
+
     # --- requests --------------------------------------------------------------------------
 
-    async def request(
-        self, purpose: RequestPurpose, deadline: float, schema: dict[str, Any], n_predict: int
-    ) -> Reply:
+    async def request(self, purpose: RequestPurpose, deadline: float, n_predict: int) -> Streamed:
         prompt = self.packer.prompt()
         body: dict[str, Any] = {
             **self.cfg.sampling,
@@ -136,7 +229,7 @@ class _Run:
             "stream": True,
             "return_progress": True,
             "n_predict": n_predict,
-            "json_schema": schema,
+            "stop": STOP,
         }
         reply = await stream_request(
             self.deps.completion,
@@ -171,6 +264,24 @@ class _Run:
             return LOG_CHARS
         return n_ctx - min(self.cfg.summary_n_predict, n_ctx // 4) - SUMMARY_OVERHEAD
 
+    async def needs_compaction(self) -> bool:
+        """Whether the next prompt and its answer may not fit the slot. The estimate decides
+        only when it says "fits"; a "may not fit" before the server has counted anything is
+        checked with the server's tokenizer, so a prompt that fits is never compacted."""
+        prompt = self.packer.prompt()
+        reserve = min(self.cfg.n_predict, self.context() // 4)
+        threshold = self.cfg.compact_threshold
+        if not self.meter.near_limit(len(prompt), reserve, threshold):
+            return False
+        if self.meter.prompt_tokens > 0 or self.deps.count_tokens is None:
+            return True
+        try:
+            counted = await self.deps.count_tokens(prompt)
+        except Exception:  # no count to be had: the estimate stands
+            return True
+        self.meter.prompt_tokens, self.meter.prompt_chars = counted, len(prompt)
+        return counted + reserve >= int(self.meter.n_ctx * threshold)
+
     async def compact(self) -> None:
         """Deliberate side call: summarize the transcript on the side slot, then restart on it.
         The log is cut to the slot (the meter's chars per token, else 2); when the slot still
@@ -198,7 +309,7 @@ class _Run:
             note = "the stable prefix stays cached; the summary and what follows are read anew"
         self.emit(Compacted(self.step, before, len(reply.text), note))
 
-    async def summary_of(self, log: str, keep: int) -> Reply:
+    async def summary_of(self, log: str, keep: int) -> Streamed:
         """The compaction's summary request over the last `keep` characters of `log`."""
         side = PromptPacker(
             self.deps.frame,
@@ -219,35 +330,17 @@ class _Run:
             deadline=self.ceiling, cancel=self.cancel, on_event=self.emit,
         )  # fmt: skip
 
-    # --- steps -----------------------------------------------------------------------------
-
-    async def next_action(self) -> tuple[Action | None, Reply]:
-        """One step's reply, with one in-step repair on the same slot."""
-        if self.meter.near_limit(
-            len(self.packer.prompt()), min(self.cfg.n_predict, self.context() // 4),
-            self.cfg.compact_threshold,
-        ):  # fmt: skip
+    async def next_reply(self) -> Streamed:
+        """One step's reply (compacted first when the prompt may not fit)."""
+        if await self.needs_compaction():
             await self.compact()
-        reply = await self.request("step", self.ceiling, self.schema, self.cfg.n_predict)
+        reply = await self.request("step", self.ceiling, self.cfg.n_predict)
         if isinstance(reply.exc, ContextExceeded):
             await self.compact()
-            reply = await self.request("step", self.ceiling, self.schema, self.cfg.n_predict)
-        if reply.ended != "ok":
-            return None, reply
-        try:
-            return parse_step(reply.text, self.tools), reply
-        except StepInvalid as exc:
-            self.packer.add_assistant(reply.text, kind="raw")
-            self.packer.add_user(REPAIR_NOTE.format(error=exc), kind="repair")
-        reply = await self.request("repair", self.ceiling, self.schema, self.cfg.n_predict)
-        if reply.ended != "ok":
-            return None, reply
-        try:
-            return parse_step(reply.text, self.tools), reply
-        except StepInvalid as exc:
-            self.packer.add_assistant(reply.text, kind="raw")
-            self.emit(StepFailed(self.step, str(exc), reply.text))
-            return None, Reply(reply.text, "ok", reply.end, str(exc))
+            reply = await self.request("step", self.ceiling, self.cfg.n_predict)
+        return reply
+
+    # --- running what a reply says -------------------------------------------------------------
 
     async def run_tool(self, action: Action) -> ToolResult | None:
         """Run a tool under the user's cancel only (never the task deadline); None = cancelled."""
@@ -278,9 +371,171 @@ class _Run:
         )  # fmt: skip
         return None if guarded.ended == "cancelled" else result
 
-    async def finalize(
-        self, reason: Outcome, partial: str = "", pending: tuple[str, str] | None = None
-    ) -> tuple[Outcome, str]:
+    async def apply_edit(self, edit: FileBlock | SearchReplace, notes: list[str]) -> str | None:
+        """Write one edit; the path it changed, else None (the reason is in `notes`).
+        Raises `_Stop` when the model repeats a write that changes nothing."""
+        try:
+            done = resolve(edit, self.files, self.known, self.old_text)
+        except (EditRefused, ToolError) as exc:
+            notes.append(f"Not written: {exc}")
+            return None
+        old = self.old_text(done.path)
+        if old == done.content:
+            digest = hashlib.sha256(done.content.encode()).hexdigest()[:16]
+            key = {"path": done.path, "content_sha256": digest}
+            verdict = self.guard.check("write_file", key)
+            if verdict != "run":
+                self.blocked("write_file", key, verdict)
+            self.guard.record("write_file", key, True, f"{done.path} already holds this text")
+            notes.append(
+                f"{done.path} already holds exactly this text: nothing was changed. Find what is "
+                "wrong and give the file with the fix."
+            )
+            return None
+        args = {"path": done.path, "content": done.content}
+        result = await self.run_tool(Action("write_file", args))
+        if result is None:
+            raise _Stop("cancelled", "")
+        if not result.ok:
+            notes.append(f"Not written: {result.text}")
+            return None
+        self.files[done.path] = done.content
+        self.known.add(done.path)
+        if done.path not in self.changed:
+            self.changed.append(done.path)
+        self.guard.changed()
+        self.emit(FileChanged(self.step, done.path, result.detail, done.how))
+        how = {"merged": " (the functions you gave replaced those of the file)"}.get(done.how, "")
+        notes.append(f"{done.path} was written{how}.")
+        return done.path
+
+    def blocked(self, tool: str, args: dict[str, Any], verdict: str) -> None:
+        msg = self.guard.corrective(tool, args)
+        stuck = verdict == "stuck"
+        self.emit(
+            RepeatBlocked(self.step, tool, args, self.guard.error, self.guard.times, msg,
+                          stuck=stuck)
+        )  # fmt: skip
+        if stuck:
+            raise _Stop("stuck", self.guard.stuck_reason(tool, args))
+        raise _Blocked(msg)
+
+    async def call_tool(self, call: ToolCall, notes: list[str]) -> None:
+        """Run one tool call, its result into `notes`."""
+        by_name = {t.name: t for t in self.tools}
+        spec = by_name.get(call.name)
+        if spec is None:
+            names = ", ".join(sorted(by_name))
+            why = f"there is no tool {call.name!r}; the tools are {names}. Change files with code"
+            notes.append(observation(call.name, False, why + " blocks."))
+            return
+        try:
+            validate_args(spec, call.arguments)
+        except StepInvalid as exc:
+            notes.append(observation(call.name, False, str(exc)))
+            return
+        verdict = self.guard.check(call.name, call.arguments)
+        if verdict != "run":
+            self.blocked(call.name, call.arguments, verdict)
+        result = await self.run_tool(Action(call.name, call.arguments))
+        if result is None:
+            raise _Stop("cancelled", "")
+        self.guard.record(call.name, call.arguments, result.ok, result.text)
+        if result.ok and call.name == "read_file" and "start_line" not in call.arguments:
+            try:
+                self.files[str(call.arguments["path"])] = self.read(str(call.arguments["path"]))
+            except ToolError:
+                pass
+        notes.append(observation(call.name, result.ok, result.text))
+
+    async def check(self, wrote: list[str]) -> str | None:
+        """The step's files checked: None when they compile and the tests pass, else what to
+        tell the model."""
+        problems = [p for p in (syntax_problem(f, self.files.get(f, "")) for f in wrote) if p]
+        if problems:
+            return syntax_feedback(problems)
+        command = self.cfg.test_cmd
+        if not command:
+            return None
+        run = await self.run_tests(self.rounds + 1)
+        if run.ok:
+            return None
+        return test_feedback(
+            run.command, run.exit, run.tail, self.cfg.test_rounds - self.rounds - 1
+        )
+
+    async def run_tests(self, round_: int) -> TestRan:
+        """Run the task's test command once (round 0: before any change)."""
+        command = self.cfg.test_cmd or ""
+        t0 = self.clock.now()
+        done = await execute(self.ctx, command, self.cfg.test_timeout_s)
+        run = TestRan(self.step, command, done.ok, done.exit, tail(done.output), round_,
+                      (self.clock.now() - t0) * 1000)  # fmt: skip
+        if round_ > 0:
+            self.last_test = run
+        self.emit(run)
+        return run
+
+    async def run_reply(self, parsed: Reply) -> tuple[list[str], list[str], bool]:
+        """The reply's edits, then its calls: (paths changed, what to tell the model, whether
+        anything besides the writes needs the model's attention)."""
+        notes: list[str] = []
+        wrote: list[str] = []
+        edits: list[FileBlock | SearchReplace] = list(parsed.edits)
+        calls: list[ToolCall] = []
+        for call in parsed.tool_calls:  # a write asked for as a call is an edit like any other
+            a = call.arguments
+            if call.name == "write_file" and isinstance(a.get("content"), str):
+                edits.append(FileBlock(str(a.get("path") or "") or None, a["content"]))
+            elif call.name == "edit_file" and isinstance(a.get("search"), str):
+                edits.append(SearchReplace(str(a.get("path") or "") or None, a["search"],
+                                           str(a.get("replace", ""))))  # fmt: skip
+            else:
+                calls.append(call)
+        for edit in edits:
+            path = await self.apply_edit(edit, notes)
+            if path is not None and path not in wrote:
+                wrote.append(path)
+        written = len(notes)
+        for call in calls:
+            await self.call_tool(call, notes)
+        notes += parsed.problems
+        refused = len(edits) > len(wrote)
+        return wrote, notes, refused or len(notes) > written
+
+    # --- endings -------------------------------------------------------------------------------
+
+    def ending(self, prose: str) -> tuple[Outcome, str, str]:
+        """How a task ends on a reply with nothing left to run."""
+        if self.changed:
+            if self.last_test is not None and not self.last_test.ok:
+                return "tests_failed", prose, self.tests_failed_reason()
+            return "completed", prose or f"Changed {', '.join(self.changed)}.", ""
+        if wants_change(self.task):
+            return "no_change", prose, "no file was changed"
+        problem = finish_problem(prose)
+        if problem is not None:
+            return "no_answer", "", no_answer_reason(problem)
+        return "completed", prose, ""
+
+    def nudge(self, prose: str) -> str | None:
+        """What to ask once when a reply would end the task without doing it (a change task
+        with no change, an answer that is empty or our own placeholder); None: end now."""
+        if self.nudged or self.changed:
+            return None
+        self.nudged = True
+        if wants_change(self.task):
+            return NO_CHANGE_NOTE
+        problem = finish_problem(prose)
+        return None if problem is None else RETRY_NOTE.format(problem=problem)
+
+    def tests_failed_reason(self) -> str:
+        run = self.last_test
+        code = "timed out" if run is None or run.exit is None else f"exit code {run.exit}"
+        return f"the tests still fail ({code}) after {self.rounds} round(s) of fixes"
+
+    async def finalize(self, reason: Outcome, partial: str = "",
+                       pending: tuple[str, str] | None = None) -> tuple[Outcome, str]:  # fmt: skip
         """The reserved summary step, on a fresh deadline of its own, on the same slot."""
         if not self.cfg.finalize:
             return reason, partial
@@ -289,7 +544,7 @@ class _Run:
             if reason == "time_ceiling"
             else "The step limit was reached"
         )
-        note = f"{why}. Reply with the finish action: summarize what was done and what remains."
+        note = f"{why}. In a few sentences, say what was done and what remains; no code."
         if pending is not None:
             self.packer.add_user(f"{pending[0]}\n\n{note}", kind=pending[1])
         else:
@@ -297,25 +552,20 @@ class _Run:
                 self.packer.add_assistant(partial, kind="raw")
             self.packer.add_user(note, kind="note")
         deadline = self.clock.now() + self.cfg.finalization_ms / 1000
-        reply = await self.request(
-            "summary", deadline, step_schema((FINISH,)), self.cfg.summary_n_predict
-        )
+        reply = await self.request("summary", deadline, self.cfg.summary_n_predict)
         if reply.ended == "cancelled":  # the user stopped the summary: the reason still stands
             return reason, reply.text
         if reply.ended != "ok":  # overran (or failed): end anyway, with what it has
             return "max_steps", reply.text
         self.packer.add_assistant(reply.text, kind="summary")
-        try:
-            summary = str(parse_step(reply.text, (FINISH,)).args["summary"])
-        except StepInvalid:
-            summary = reply.text
+        summary = finish_as_prose(parse_reply(reply.text)).prose or reply.text
         return reason, "" if finish_problem(summary) else summary
 
     async def run(self) -> tuple[Outcome, str, str]:
         pending: tuple[str, str] | None = None
         if not self.packer.awaiting_reply:
-            pending = (self.task + self.tail(), "task")
-        failed, bad_finish = 0, False
+            pending = (await self.first_message(), "task")
+        failed = 0
         while True:
             if self.step > 0 and self.clock.now() >= self.ceiling:  # a tool ended past it
                 return (*await self.finalize("time_ceiling", pending=pending), "")
@@ -326,50 +576,74 @@ class _Run:
                 pending = None
             self.step += 1
             self.emit(StepStarted(self.step, self.cfg.max_steps, self.ms_left()))
-            action, reply = await self.next_action()
+            reply = await self.next_reply()
             if reply.ended == "time_ceiling":
                 return (*await self.finalize("time_ceiling", partial=reply.text), "")
             if reply.ended == "cancelled":
                 return "cancelled", "", ""
             if reply.ended == "error":
                 return "error", "", reply.error
-            if action is None:
+            self.packer.add_assistant(reply.text)
+            parsed = finish_as_prose(parse_reply(reply.text))
+            if not parsed.items and not parsed.problems:
+                nudge = self.nudge(parsed.prose)
+                if nudge is None:
+                    return self.ending(parsed.prose)
+                pending = (nudge + self.tail(), "repair")
+                continue
+            try:
+                wrote, notes, open_ends = await self.run_reply(parsed)
+            except _Stop as stop:
+                return stop.outcome, "", stop.reason
+            except _Blocked as blocked:
+                pending = (str(blocked) + self.tail(), "note")
+                continue
+            if not parsed.items or (parsed.problems and not wrote and not parsed.tool_calls):
                 failed += 1
+                problems = "; ".join(parsed.problems) or "the reply could not be read"
+                self.emit(StepFailed(self.step, problems, reply.text))
                 if failed >= self.cfg.max_failed_steps:
-                    return "error", "", f"{failed} steps in a row produced no valid action"
-                pending = (f"Step {self.step} failed: {reply.error}.{self.tail()}", "note")
+                    return "error", "", f"{failed} replies in a row could not be used: {problems}"
+                pending = (REPAIR_NOTE.format(problems=problems[:1].upper() + problems[1:])
+                           + self.tail(), "repair")  # fmt: skip
                 continue
             failed = 0
-            self.packer.add_assistant(reply.text)
-            if action.tool == "finish":
-                summary = str(action.args.get("summary", ""))
-                problem = finish_problem(summary)
-                if problem is None:
-                    return "completed", summary, ""
-                if bad_finish:
-                    return "no_answer", "", no_answer_reason(problem)
-                bad_finish = True
-                pending = (RETRY_NOTE.format(problem=problem) + self.tail(), "note")
-                continue
-            verdict = self.guard.check(action.tool, action.args)
-            if verdict != "run":
-                msg = self.guard.corrective(action.tool, action.args)
-                self.emit(
-                    RepeatBlocked(self.step, action.tool, action.args, self.guard.error,
-                                  self.guard.failures, msg, stuck=verdict == "stuck")
-                )  # fmt: skip
-                if verdict == "stuck":
-                    return "stuck", "", self.guard.stuck_reason(action.tool, action.args)
-                pending = (msg + self.tail(), "note")
-                continue
-            result = await self.run_tool(action)
-            if result is None:
-                return "cancelled", "", ""
-            self.guard.record(action.tool, action.args, result.ok, result.text)
-            pending = (
-                observation(action.tool, result.ok, result.text) + self.tail(),
-                "observation",
-            )
+            if wrote:
+                feedback = await self.check(wrote)
+                if feedback is not None:
+                    if self.rounds >= self.cfg.test_rounds:
+                        if self.last_test is not None and not self.last_test.ok:
+                            return "tests_failed", parsed.prose, self.tests_failed_reason()
+                        return "tests_failed", parsed.prose, "the files still do not compile"
+                    self.rounds += 1
+                    notes.append(feedback)
+                elif not open_ends:
+                    return "completed", parsed.prose or f"Changed {', '.join(self.changed)}.", ""
+            pending = ("\n\n".join(notes) + self.tail(), "observation")
+
+
+def finish_as_prose(parsed: Reply) -> Reply:
+    """A `finish` call (the model's habit from other agents) is its answer: its summary becomes
+    the prose, so a reply of nothing else ends the task."""
+    finishes = [i for i in parsed.items if isinstance(i, ToolCall) and i.name == "finish"]
+    if not finishes:
+        return parsed
+    said = [str(f.arguments.get("summary", "")) for f in finishes]
+    items = [i for i in parsed.items if i not in finishes]
+    prose = "\n\n".join(p for p in (parsed.prose, *said) if p.strip())
+    return Reply(items, prose, parsed.problems, parsed.cut_off)
+
+
+class _Stop(Exception):
+    """Ends the task from inside a step: `outcome`, with `reason`."""
+
+    def __init__(self, outcome: Outcome, reason: str) -> None:
+        super().__init__(reason)
+        self.outcome, self.reason = outcome, reason
+
+
+class _Blocked(Exception):
+    """A repeated call was refused; the message goes to the model instead of any result."""
 
 
 async def run_task(
@@ -387,5 +661,5 @@ async def run_task(
     deps.on_event(TaskOutcome(outcome, summary, run.step, session_id, error))
     return TaskResult(
         outcome, summary, run.step, session_id, run.packer, run.requests, error, run.slot,
-        run.archived,
+        run.archived, list(run.changed),
     )  # fmt: skip

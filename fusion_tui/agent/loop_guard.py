@@ -1,22 +1,21 @@
-"""Stops an agent that repeats the same failing call (a small model can loop on one error).
+"""Stops an agent that repeats itself (a small model can read one file twelve times, or write
+the same file ten times), whether the repeated call failed or succeeded.
 
-The rule, counted over consecutive tool calls:
-- a call (same tool, same arguments) that failed with the same error `LIMIT` times in a row is
-  not run again: the model gets a corrective message instead (`Verdict.block`);
-- one more identical call after that ends the task with the outcome `stuck`.
-Any other call (different tool, arguments or error, or a success) starts the count afresh.
+The rule, within one task:
+- a call (same tool, same arguments) that was already made since the workspace last changed is
+  not run again: its result cannot differ, so the model is told so instead (`block`);
+- a second repeat after that warning ends the task with the outcome `stuck`.
+A write that changes a file clears what was seen (a read may now show something new); a write
+that changes nothing is recorded like any call, so writing the same text twice is a repeat.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from fusion_tui.agent.events import first_line
-
-LIMIT = 3
-"""Identical failures in a row before the call is refused."""
 
 Verdict = Literal["run", "block", "stuck"]
 
@@ -28,45 +27,50 @@ def call_key(tool: str, args: dict[str, Any]) -> str:
 
 @dataclass
 class LoopGuard:
-    """The current run of identical failing calls."""
+    """The calls made since the workspace last changed, and the repeats refused so far."""
 
-    limit: int = LIMIT
-    key: str = ""
-    error: str = ""
-    failures: int = 0
+    seen: dict[str, str] = field(default_factory=dict)
+    """Call key → the first line of its result."""
+    made: dict[str, int] = field(default_factory=dict)
+    """Call key → how often it was made since the last change, refused repeats included."""
     blocked: int = 0
+    error: str = ""
+    """The refused call's earlier result (first line)."""
+    times: int = 0
+    """How often the refused call was made, this time included."""
 
     def check(self, tool: str, args: dict[str, Any]) -> Verdict:
         """What to do with this call before it runs."""
-        if call_key(tool, args) != self.key or self.failures < self.limit:
+        key = call_key(tool, args)
+        if key not in self.seen:
             return "run"
+        self.error = self.seen[key]
+        self.made[key] = self.times = self.made.get(key, 1) + 1
         self.blocked += 1
         return "block" if self.blocked == 1 else "stuck"
 
-    def record(self, tool: str, args: dict[str, Any], ok: bool, error: str) -> None:
+    def record(self, tool: str, args: dict[str, Any], ok: bool, text: str) -> None:
         """The result of a call that ran."""
-        key = call_key(tool, args)
-        if ok:
-            self.key, self.error, self.failures, self.blocked = "", "", 0, 0
-        elif key == self.key and error == self.error:
-            self.failures += 1
-        else:
-            self.key, self.error, self.failures, self.blocked = key, error, 1, 0
+        status = "" if ok else "error: "
+        self.seen[call_key(tool, args)] = status + first_line(text)
+
+    def changed(self) -> None:
+        """A file was changed: earlier reads and runs may now give something else."""
+        self.seen.clear()
+        self.made.clear()
+        self.blocked = 0
 
     def corrective(self, tool: str, args: dict[str, Any]) -> str:
-        """The message the model gets instead of a fourth run."""
+        """The message the model gets instead of the repeated call's result."""
         shown = json.dumps(args, ensure_ascii=False)
+        if len(shown) > 300:
+            shown = shown[:299] + "…"
         return (
-            f"### {tool} not run\nYou called {tool} with {shown} {self.failures} times in a row "
-            f"and got the same error each time: {first_line(self.error)}\n"
-            "It was not run again. Do something different: fix the arguments (use a path from "
-            "the workspace files), try another tool, or finish with what you know. "
-            "Calling it again unchanged ends the task."
+            f"{tool} {shown} was not run: you made this exact call before and nothing has "
+            f"changed since, so its result is the same ({self.error}). Do something different: "
+            "change the files, use what you already know, or give your answer. "
+            "Repeating a call again ends the task."
         )
 
     def stuck_reason(self, tool: str, args: dict[str, Any]) -> str:
-        shown = json.dumps(args, ensure_ascii=False)
-        return (
-            f"{tool} {shown} failed {self.failures} times in a row with the same error "
-            f"({first_line(self.error)}) and was called again after a warning"
-        )
+        return f"the model repeated {tool} after being told its result could not change"

@@ -120,33 +120,72 @@ class MachineFacts:
         )
 
 
-SYSTEM_PROMPT = (
-    "You are a careful coding agent working inside one project directory (the workspace).\n"
-    'Every reply is exactly one JSON action: {"tool": NAME, "args": {...}}.\n'
-    "Paths are relative to the workspace. Read before you edit. Keep edits small.\n"
-    "After each action you get its result. When the task is done, or cannot be done, "
-    "reply with the finish action and a short summary."
+SYSTEM_PROMPT = """\
+You are an expert software engineer. You work on the files of one project folder (the \
+workspace) to do what the user asks.
+
+To change a file, write its path on a line of its own, then its complete new content in a \
+fenced code block:
+
+path/of/the/file.py
+```python
+the whole file, every line of it
+```
+
+Always give the whole file, never "..." or "rest unchanged". To create a file, do the same with \
+its new path. Change only what the task needs; leave the tests alone unless asked. If a file is \
+not shown to you, read it with a tool before you change it. When nothing needs changing, or the \
+user asked a question, answer in plain words. After your change, say in one sentence what you \
+did."""
+
+TOOLS_HEAD = (
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>"
 )
+TOOLS_TAIL = (
+    "</tools>\n\nFor each function call, return a json object with function name and "
+    "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n"
+    '{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>'
+)
+"""Qwen2.5's own words for tools in its system message (its chat template's), so the model
+sees the format it was trained on; other models read them as plain instructions."""
+
+
+_CHECK_ONLY = frozenset({"maxLength", "additionalProperties"})
+"""Schema keys that only our argument check uses: the model needs none of them, and every
+request pays for them."""
+
+
+def _shown(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        return {k: _shown(v) for k, v in schema.items() if k not in _CHECK_ONLY}
+    return schema
 
 
 def render_tools(tools: Sequence[ToolSpec]) -> str:
-    lines = ["### tools"]
+    """The tools block of the system message, one JSON function signature a line."""
+    lines = [TOOLS_HEAD]
     for t in tools:
-        lines.append(f"- {t.signature()}: {t.description}")
+        params = _shown(t.arg_schema())
+        function = {"name": t.name, "description": t.description, "parameters": params}
+        lines.append(json.dumps({"type": "function", "function": function}, ensure_ascii=False))
+    lines.append(TOOLS_TAIL)
     return "\n".join(lines)
 
 
 def build_stable_prefix(
     tools: Sequence[ToolSpec],
-    machine: MachineFacts,
+    machine: MachineFacts | None = None,
     project_facts: str = "",
     system_prompt: str = SYSTEM_PROMPT,
 ) -> str:
-    """The system message: identical bytes for every request of every session of a daemon."""
-    parts = [system_prompt, render_tools(tools)]
+    """The system message: identical bytes for every request of every session of a daemon.
+    Machine facts are not in it (the model has no use for slot counts); `machine` is kept for
+    the callers that pass it."""
+    parts = [system_prompt]
     if project_facts.strip():
-        parts.append("### project facts\n" + project_facts.strip())
-    parts.append(machine.render())
+        parts.append("# Project facts\n" + project_facts.strip())
+    parts.append(render_tools(tools))
     return "\n\n".join(parts)
 
 
@@ -209,6 +248,10 @@ class PromptPacker:
     def awaiting_reply(self) -> bool:
         return bool(self.messages) and self.messages[-1].role == "user"
 
+    def holds(self, text: str) -> bool:
+        """Whether the transcript so far holds `text` verbatim."""
+        return text in self._text
+
     def prompt(self) -> str:
         """The prompt for the next completion (ends with the generation prompt)."""
         if not self.awaiting_reply:
@@ -236,12 +279,15 @@ class PromptPacker:
 
 
 def observation(tool: str, ok: bool, text: str) -> str:
-    status = "ok" if ok else "error"
-    return f"### {tool} result ({status})\n{text}"
+    """A tool's result as the model was trained to read it."""
+    status = "" if ok else f"{tool} failed: "
+    return f"<tool_response>\n{status}{text}\n</tool_response>"
 
 
 def action_text(tool: str, args: dict[str, Any]) -> str:
-    return json.dumps({"tool": tool, "args": args}, ensure_ascii=False)
+    """A tool call as the model writes it (for history the app writes on its behalf)."""
+    call = json.dumps({"name": tool, "arguments": args}, ensure_ascii=False)
+    return f"<tool_call>\n{call}\n</tool_call>"
 
 
 @dataclass

@@ -138,11 +138,12 @@ def parse_step(raw: str, tools: tuple[ToolSpec, ...] | list[ToolSpec]) -> Action
     if not isinstance(args, dict):
         raise StepInvalid("'args' must be a JSON object", raw)
     spec = by_name[name]
-    _validate_args(spec, args, raw)
+    validate_args(spec, args, raw)
     return Action(name, args)
 
 
-def _validate_args(spec: ToolSpec, args: dict[str, Any], raw: str) -> None:
+def validate_args(spec: ToolSpec, args: dict[str, Any], raw: str = "") -> None:
+    """Raise `StepInvalid` with a one-line reason when `args` do not fit the tool."""
     known = {a.name: a for a in spec.args}
     extra = sorted(set(args) - set(known))
     if extra:

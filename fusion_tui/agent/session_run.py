@@ -31,13 +31,16 @@ from fusion_tui.agent.events import (
 from fusion_tui.agent.finish_check import INTERRUPTED
 from fusion_tui.agent.host import AgentHost
 from fusion_tui.agent.loop import AgentConfig, AgentDeps, TaskResult, run_task
-from fusion_tui.agent.prompt import Message, PromptPacker, action_text
+from fusion_tui.agent.prompt import Message, PromptPacker
 from fusion_tui.agent.slot_policy import PolicySlots, SlotPolicy
 from fusion_tui.agent.tools.workspace import Workspace
 from fusion_tui.agent.transcript import load_transcript, save_transcript
 from fusion_tui.clock import Clock, MonotonicClock
 from fusion_tui.sessions import model as sm
 from fusion_tui.sessions.store import SessionStore
+
+AGENT_MIN_TOKENS = 2048
+"""A step's answer may hold whole files: an answer cut at the chat's token cap writes nothing."""
 
 
 def agent_config(settings: Any, **overrides: Any) -> AgentConfig:
@@ -46,7 +49,7 @@ def agent_config(settings: Any, **overrides: Any) -> AgentConfig:
         "max_steps": settings.agent.max_steps,
         "max_duration_ms": settings.agent.task.max_duration_ms,
         "finalization_ms": settings.agent.task.finalization_ms,
-        "n_predict": settings.llm.max_tokens,
+        "n_predict": max(settings.llm.max_tokens, AGENT_MIN_TOKENS),
         "summary_n_predict": min(AgentConfig.summary_n_predict, settings.llm.max_tokens),
         "sampling": {"temperature": settings.llm.temperature},
     }
@@ -58,8 +61,7 @@ def resume_packer(host: AgentHost, messages: list[Message]) -> PromptPacker:
     """The session's transcript on this daemon's frame and prefix, ready for a new task."""
     packer = PromptPacker(host.frame, host.stable_prefix, list(messages))
     if packer.awaiting_reply:  # the last task stopped before the model answered
-        note = action_text("finish", {"summary": INTERRUPTED})
-        packer.add_assistant(note, kind="interrupted")
+        packer.add_assistant(INTERRUPTED, kind="interrupted")
     return packer
 
 
@@ -112,6 +114,9 @@ class SessionRunner:
         same = server is not None and server.same_server(host.identity)
         if slots is None and same and slot is not None:
             host.pool.pin(session.id, slot)  # warm resume on its own slot
+
+    async def _count_tokens(self, text: str) -> int:
+        return len(await self.host.current.client.tokenize(text))
 
     def _save(self) -> str | None:
         return self.store.try_save(self.session)
@@ -190,6 +195,7 @@ class SessionRunner:
             clock=self.clock,
             on_event=record,
             delegate=self.host.delegate,
+            count_tokens=self._count_tokens,
         )
         result: TaskResult | None = None
         outcome: Outcome = "cancelled"

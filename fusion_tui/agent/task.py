@@ -7,7 +7,7 @@ build a task's inputs without reading the loop; `loop` imports them back for its
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +36,11 @@ class AgentConfig:
     """Run the reserved summary step on time_ceiling/max_steps (workers don't)."""
     sampling: dict[str, Any] = field(default_factory=lambda: {"temperature": 0.2})
     shell_timeout_s: float = 120.0
+    test_cmd: str | None = None
+    """Run after every step that changed files; a failure goes back to the model."""
+    test_rounds: int = 2
+    """Replies sent back because the checks failed, at most (then `tests_failed`)."""
+    test_timeout_s: float = 300.0
 
 
 @dataclass
@@ -60,13 +65,16 @@ class AgentDeps:
     delegate: DelegatePolicy | None = None
     """When set, the `delegate` tool is offered (workers run under this policy)."""
     workspace_facts: bool = True
-    """Add the workspace's top-level files and real-path examples to the task's system message
-    (`workspace_facts.py`); off only to measure the old prompt."""
+    """Show the task's files and the workspace's file names in the task's first message
+    (`chat_files.py`); off: the task alone."""
+    count_tokens: Callable[[str], Awaitable[int]] | None = None
+    """The server's token count of a text (`/tokenize`), asked before compacting a prompt
+    that has not been counted yet; None: the estimate decides."""
 
 
 def tools_for(deps_tools: tuple[ToolSpec, ...], with_delegate: bool) -> tuple[ToolSpec, ...]:
     base = tuple(t for t in deps_tools if t.name != "delegate")
-    return (*base[:-1], DELEGATE, base[-1]) if with_delegate else base
+    return (*base, DELEGATE) if with_delegate else base
 
 
 @dataclass
@@ -82,6 +90,8 @@ class TaskResult:
     slot: int = -1
     archived: list[dict[str, Any]] = field(default_factory=list)
     """Transcripts replaced by a compaction, oldest first (kept for the session, not the prompt)."""
+    changed: list[str] = field(default_factory=list)
+    """Files the task changed, in order."""
 
 
 def with_config(config: AgentConfig, **changes: Any) -> AgentConfig:

@@ -98,7 +98,7 @@ def reply_events(event: AgentEvent) -> list[ReplyEvent]:
         return [Notice(f"step {event.step}: no valid action ({event.error})")]
     if isinstance(event, RepeatBlocked):  # the loop guard: shown as a failed, unrun call
         verdict = "task stopped (stuck)" if event.stuck else "not run again"
-        note = f"same error {event.failures}× · {verdict}"
+        note = f"made {event.times}× · {verdict}"
         block = ToolBlock(event.name, dict(event.args), event.message, False, note=note)
         return [Notice(f"step {event.step}: {event.name} repeated · {verdict}"), block]
     if isinstance(event, Compacted):

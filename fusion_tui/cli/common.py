@@ -47,6 +47,17 @@ class Context:
         return load_settings(self.config_file)
 
 
+def non_negative(text: str) -> int:
+    """An argparse `type=` for a whole number of at least 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value}")
+    return value
+
+
 def positive(text: str) -> int:
     """An argparse `type=` for a whole number of at least 1."""
     try:

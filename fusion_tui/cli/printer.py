@@ -1,7 +1,7 @@
 """Provides `Printer`: what the headless turns (`fusion-tui run`, `fusion-tui chat`) print.
 
 With `--json`, stdout carries one JSON object per line, the same names for both commands (an
-interface, issues 4/5/12): `request`, `tool`, `prompt_progress`, `compacted` and last `outcome`.
+interface: scripts read them): `request`, `tool`, `prompt_progress`, `compacted` and last `outcome`.
 Without it, progress goes to stderr and the answer or summary to stdout.
 """
 
@@ -14,11 +14,13 @@ from typing import Any, TextIO
 from fusion_tui.agent.events import (
     AgentEvent,
     Compacted,
+    FileChanged,
     PromptProgressed,
     RepeatBlocked,
     RequestDone,
     StepFailed,
     StepStarted,
+    TestRan,
     ToolFinished,
     WorkerEvent,
     to_json_line,
@@ -69,7 +71,7 @@ class Printer:
             prefix = f"[worker {event.worker}] "
             event = event.event
         if self.json_mode:
-            if isinstance(event, RequestDone | ToolFinished):
+            if isinstance(event, RequestDone | ToolFinished | TestRan):
                 line = to_json_line(event)
                 if line is not None:
                     self._line(line)
@@ -145,5 +147,15 @@ def describe(event: AgentEvent) -> str:
         return f"  compacted the transcript: {event.note}"
     if isinstance(event, RepeatBlocked):
         verdict = "the task ends stuck" if event.stuck else "not run again"
-        return f"  {event.name} failed {event.failures}× the same way: {verdict}"
+        return f"  {event.name} repeated with nothing changed since: {verdict}"
+    if isinstance(event, FileChanged):
+        return f"  changed {event.path}:\n" + "\n".join(
+            "    " + line for line in event.diff.rstrip("\n").split("\n")
+        )
+    if isinstance(event, TestRan):
+        if event.ok:
+            return f"  tests passed: {event.command}"
+        how = "timed out" if event.exit is None else f"failed (exit code {event.exit})"
+        last = event.tail.strip().split("\n")[-1] if event.tail.strip() else ""
+        return f"  tests {how}: {event.command}" + (f"\n    {last}" if last else "")
     return ""

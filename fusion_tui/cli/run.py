@@ -1,13 +1,15 @@
 """Provides `fusion-tui run`: one agent task of a session, headless, for scripts and CI.
 
     fusion-tui run TASK [--session ID | --new] [--workspace DIR] [--yes] [--allow-shell PREFIX]...
-                        [--max-duration-ms N] [--max-steps N] [--json]
+                        [--max-duration-ms N] [--max-steps N] [--test-cmd CMD]
+                        [--test-rounds N] [--json]
 
-With `--json`, stdout carries one JSON object per line (names are an interface, issue 4/5):
+With `--json`, stdout carries one JSON object per line (the names are an interface):
 `{"event": "request", "id_slot", "prompt_n", "cache_n", "ttft_ms", "predicted_per_second", ...}`
 per request, `{"event": "tool", "name", "ok"}` per tool call (plus `"error"` when `ok` is
-false), `{"event": "prompt_progress", "processed", "total", "cache"}` while a prompt is read, and
-last `{"event": "outcome", "outcome", "session"}`. Without it, progress goes to stderr and the
+false), `{"event": "test", "ok", "exit", "tail", "round"}` per run of the test command,
+`{"event": "prompt_progress", "processed", "total", "cache"}` while a prompt is read, and last
+`{"event": "outcome", "outcome", "session"}`. Without it, progress goes to stderr and the
 summary to stdout.
 Exit codes: 0 completed, 1 any other outcome (`stuck`, `no_answer`, ...; or the server failed),
 2 bad input.
@@ -35,7 +37,7 @@ from fusion_tui.agent.tools.workspace import ToolError, Workspace
 from fusion_tui.chat.agent_host import open_host
 from fusion_tui.chat.endpoint_view import follow
 from fusion_tui.chat.slot_keeper import SlotKeeper
-from fusion_tui.cli.common import Context, Subparsers, positive
+from fusion_tui.cli.common import Context, Subparsers, non_negative, positive
 from fusion_tui.cli.printer import Printer
 from fusion_tui.config import Settings
 from fusion_tui.endpoints.session_pins import EndpointPins, wants_endpoints
@@ -61,6 +63,14 @@ def register(sub: Subparsers) -> None:
     )  # fmt: skip
     p.add_argument("--max-duration-ms", type=positive, metavar="N", help="task time ceiling")
     p.add_argument("--max-steps", type=positive, metavar="N", help="step limit")
+    p.add_argument(
+        "--test-cmd", metavar="CMD",
+        help="run CMD in the workspace after the agent's edits; its failure goes back to the agent",
+    )  # fmt: skip
+    p.add_argument(
+        "--test-rounds", type=non_negative, metavar="N", default=None,
+        help="rounds of fixes after failing tests (default 2; needs --test-cmd)",
+    )  # fmt: skip
     p.add_argument("--json", action="store_true", help="one JSON object per line on stdout")
 
 
@@ -90,6 +100,11 @@ def prepare(args: argparse.Namespace, store: SessionStore) -> tuple[Session, Wor
     task = str(args.task).strip()
     if not task:
         raise BadInput("the task is empty; say what the agent should do")
+    test_cmd = getattr(args, "test_cmd", None)
+    if test_cmd is not None and not str(test_cmd).strip():
+        raise BadInput("--test-cmd is empty; give the command that runs the tests")
+    if getattr(args, "test_rounds", None) is not None and not test_cmd:
+        raise BadInput("--test-rounds needs --test-cmd (the command whose failures are fixed)")
     try:
         session = open_session(store, args.session)
         store.claim(session.id)  # a second instance on this session is refused here
@@ -139,8 +154,10 @@ async def run_task_command(
             out.outcome("error", session.id)
             return 1
         config = agent_config(
-            settings, max_steps=args.max_steps, max_duration_ms=args.max_duration_ms
-        )
+            settings, max_steps=args.max_steps, max_duration_ms=args.max_duration_ms,
+            test_cmd=getattr(args, "test_cmd", None),
+            test_rounds=getattr(args, "test_rounds", None),
+        )  # fmt: skip
         approver = HeadlessApprover(yes=bool(args.yes), allow_shell=tuple(args.allow_shell))
         runner = SessionRunner(
             host, store, session, workspace=workspace, approver=approver, config=config,

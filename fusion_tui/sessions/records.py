@@ -19,7 +19,15 @@ from fusion_tui.sessions.fields import (
 
 Role = Literal["system", "user", "assistant", "tool"]
 Outcome = Literal[
-    "completed", "cancelled", "time_ceiling", "max_steps", "error", "stuck", "no_answer"
+    "completed",
+    "cancelled",
+    "time_ceiling",
+    "max_steps",
+    "error",
+    "stuck",
+    "no_answer",
+    "no_change",
+    "tests_failed",
 ]
 ROLES: tuple[str, ...] = get_args(Role)
 OUTCOMES: tuple[str, ...] = get_args(Outcome)

@@ -27,6 +27,7 @@ from fusion_tui.tui.widgets.tool_call import ToolCall
 from tests.fakes.clock import FakeClock
 from tests.fakes.fake_server import FakeLlamaServer, Reply
 from tests.tui.scripted_agent_backend import DIFF, ScriptedAgentBackend
+from tests.unit.cli_support import edit
 
 SHELL = ApprovalRequest("shell", "run_shell", "git status -s", "git status -s", "git status")
 WRITE = ApprovalRequest("write", "edit_file", "app.py", DIFF)
@@ -141,12 +142,6 @@ def srv() -> Iterator[FakeLlamaServer]:
         yield server
 
 
-def act(tool: str, **args: Any) -> Reply:
-    import json
-
-    return Reply(text=[json.dumps({"tool": tool, "args": args})])
-
-
 async def wait_for_modal(app: App[Any], pilot: Any) -> ApprovalModal:
     """The modal once it is up, its grace period over (the app's approver has a fake clock)."""
     for _ in range(200):
@@ -162,9 +157,7 @@ async def test_agent_mode_asks_before_a_write_and_draws_the_tool_block(
 ) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
-    srv.script(
-        act("write_file", path="hello.txt", content="hi\n"), act("finish", summary="Wrote it.")
-    )
+    srv.script(edit("hello.txt", "hi\n", prose="Wrote it."))
     settings = Settings(
         server=ServerSettings(mode="external", url=srv.url), ui=UISettings(cursor_blink=False)
     )
@@ -237,9 +230,7 @@ async def test_an_agent_session_survives_a_relaunch_with_its_tools_and_approver(
         await app._on_launch_chosen(choice)
         await pilot.pause()
         assert app.backend is not first
-        srv.script(
-            act("write_file", path="again.txt", content="yes\n"), act("finish", summary="Done.")
-        )
+        srv.script(edit("again.txt", "yes\n", prose="Done."))
         await pilot.press(*"write again", "enter")
         modal = await wait_for_modal(app, pilot)  # the approver came along
         assert modal.request.tool == "write_file" and modal.request.target == "again.txt"

@@ -15,8 +15,15 @@ from tests.fakes.fake_server import Reply
 
 
 def act(tool: str, **args: Any) -> Reply:
-    """The fake server's reply for one agent step: the JSON action `tool(args)`."""
-    return Reply(text=[json.dumps({"tool": tool, "args": args})], prompt_seconds=0.01)
+    """The fake server's reply for one agent step: the call `tool(args)` as Qwen2.5 writes it."""
+    call = json.dumps({"name": tool, "arguments": args})
+    return Reply(text=[f"<tool_call>\n{call}\n</tool_call>"], prompt_seconds=0.01)
+
+
+def edit(path: str, content: str, prose: str = "") -> Reply:
+    """The fake server's reply that writes a whole file: prose, the path, a fenced block."""
+    block = f"{path}\n```\n{content.rstrip(chr(10))}\n```"
+    return Reply(text=[f"{prose}\n\n{block}" if prose else block], prompt_seconds=0.01)
 
 
 def call_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -31,8 +31,21 @@ class Say:
     on_start: Any = None
 
 
+def call_text(tool: str, **args: Any) -> str:
+    """A tool call as Qwen2.5 writes it (its chat template's format)."""
+    return "<tool_call>\n" + json.dumps({"name": tool, "arguments": args}) + "\n</tool_call>"
+
+
 def act(tool: str, **args: Any) -> Say:
-    return Say(json.dumps({"tool": tool, "args": args}))
+    """A reply that is one tool call (`act("finish", summary=...)`: the habit of models that
+    finish with a call; the loop reads its summary as the answer)."""
+    return Say(call_text(tool, **args))
+
+
+def edit(path: str, content: str, prose: str = "") -> Say:
+    """A reply that writes a whole file: its path on a line, its content in a fenced block."""
+    block = f"{path}\n```python\n{content.rstrip(chr(10))}\n```"
+    return Say(f"{prose}\n\n{block}" if prose else block)
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""A finish with an empty summary or a placeholder of ours is not a completed answer."""
+"""An empty answer, a placeholder of ours, or a change task answered without a change is not
+completed: the model is asked once more, then the task ends `no_answer` or `no_change`."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ from typing import Any
 
 import pytest
 
+from fusion_tui.agent.approval import HeadlessApprover
 from fusion_tui.agent.finish_check import INTERRUPTED, finish_problem
 from fusion_tui.agent.loop import run_task
 from tests.fakes.clock import FakeClock
-from tests.unit.test_agent_fakes import Script, act, make_deps
+from tests.unit.test_agent_fakes import Say, Script, act, edit, make_deps
 
 
 @pytest.mark.parametrize("summary", ["", "   ", INTERRUPTED, " (Empty). ", "(no change)"])
@@ -26,7 +28,7 @@ def test_a_real_summary_is_an_answer() -> None:
 async def test_placeholder_finish_twice_ends_no_answer(tmp_path: Path) -> None:
     clock = FakeClock()
     script = Script(clock, [act("finish", summary=INTERRUPTED), act("finish", summary="")])
-    res = await run_task("fix it", session_id="s", deps=make_deps(tmp_path, script))
+    res = await run_task("t", session_id="s", deps=make_deps(tmp_path, script))
     assert res.outcome == "no_answer"
     assert res.summary == ""
     assert "without an answer" in res.error and "was empty" in res.error
@@ -39,3 +41,27 @@ async def test_after_one_placeholder_a_real_finish_completes(tmp_path: Path) -> 
     script = Script(clock, [act("finish", summary=INTERRUPTED), act("finish", summary="done")])
     res = await run_task("t", session_id="s", deps=make_deps(tmp_path, script, events=events))
     assert (res.outcome, res.summary, res.steps) == ("completed", "done", 2)
+
+
+async def test_a_change_task_answered_without_a_change_is_asked_once_then_no_change(
+    tmp_path: Path,
+) -> None:
+    clock = FakeClock()
+    script = Script(clock, [Say("Change the plus to a minus."), Say("I would use a minus.")])
+    res = await run_task("fix the sign in calc.py", session_id="s",
+                         deps=make_deps(tmp_path, script))  # fmt: skip
+    assert (res.outcome, res.steps) == ("no_change", 2)
+    assert res.error == "no file was changed"
+    assert "No file was changed, and the task asks for a change" in script.bodies[1]["prompt"]
+
+
+async def test_a_change_made_after_the_nudge_completes(tmp_path: Path) -> None:
+    (tmp_path / "calc.py").write_text("def sub(a, b):\n    return a + b\n")
+    clock = FakeClock()
+    script = Script(
+        clock, [Say("Use a minus."), edit("calc.py", "def sub(a, b):\n    return a - b\n")]
+    )
+    deps = make_deps(tmp_path, script, approver=HeadlessApprover(yes=True))
+    res = await run_task("fix the sign in calc.py", session_id="s", deps=deps)
+    assert (res.outcome, res.changed) == ("completed", ["calc.py"])
+    assert "a - b" in (tmp_path / "calc.py").read_text()

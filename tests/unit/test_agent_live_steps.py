@@ -144,7 +144,7 @@ def test_a_refused_call_becomes_a_failed_block_with_the_guards_note() -> None:
     out = reply_events(RepeatBlocked(4, "list_dir", {"path": "x"}, "x is not a dir", 3, msg))
     assert out[0] == Notice("step 4: list_dir repeated · not run again")
     assert out[1] == ToolBlock(
-        "list_dir", {"path": "x"}, msg, False, note="same error 3× · not run again"
+        "list_dir", {"path": "x"}, msg, False, note="made 3× · not run again"
     )
     stuck = RepeatBlocked(5, "list_dir", {"path": "x"}, "x is not a dir", 3, msg, stuck=True)
     block = reply_events(stuck)[1]

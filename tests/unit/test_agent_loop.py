@@ -49,7 +49,9 @@ async def test_multi_step_loop_runs_tools_and_pins_the_first_slot(ws: Path) -> N
     assert res.steps == 3
     assert [b["id_slot"] for b in script.bodies] == [-1, 2, 2]
     assert slots.pins == {"s1": 2}
-    assert all(b["cache_prompt"] is True and "json_schema" in b for b in script.bodies)
+    # free text in the model's own format: no grammar, and cut where it would invent a result
+    assert all(b["cache_prompt"] is True and "json_schema" not in b for b in script.bodies)
+    assert all(b["stop"] == ["<tool_response>"] for b in script.bodies)
     finished = [e for e in events if isinstance(e, ToolFinished)]
     assert [(e.name, e.ok) for e in finished] == [("list_dir", True), ("read_file", True)]
     assert "hello.py" in finished[0].result and "print('hi')" in finished[1].result
@@ -64,7 +66,7 @@ async def test_consecutive_requests_extend_the_previous_prompt_exactly(ws: Path)
         clock,
         [
             act("list_dir"),
-            Say("not json at all"),  # repair on the same slot
+            Say("<tool_call>not json at all</tool_call>"),  # sent back on the same slot
             act("find", pattern="*.py"),
             act("grep", pattern="print"),
             act("finish", summary="ok"),
@@ -75,10 +77,11 @@ async def test_consecutive_requests_extend_the_previous_prompt_exactly(ws: Path)
     prompts = [b["prompt"] for b in script.bodies]
     for prev, cur in itertools.pairwise(prompts):
         assert cur.startswith(prev), "a request rewrote bytes of the previous prompt"
-    # the stable prefix (system, tools, machine facts) opens every request
-    assert all("### machine facts\n- model: SmolLM2-135M" in p for p in prompts)
+    # the stable prefix (system message with the tools) opens every request
+    assert all(p.startswith(prompts[0].split("<|im_start|>user")[0]) for p in prompts)
+    assert all('"name": "read_file"' in p for p in prompts)
     # the fake server reused the previous prompt and its output: nothing already held is re-read
-    outputs = ['{"tool": "list_dir", "args": {}}', "not json at all"]
+    outputs = [act("list_dir").text, "<tool_call>not json at all</tool_call>"]
     for i, out in enumerate(outputs, start=1):
         assert res.requests[i].cache_n == len(prompts[i - 1]) + len(out)
 
@@ -87,38 +90,40 @@ async def test_invalid_step_gets_one_repair_on_the_same_slot(ws: Path) -> None:
     clock = FakeClock(start=1000.0)
     script = Script(
         clock,
-        [act("list_dir"), Say('{"tool": "nope", "args": {}}'), act("finish", summary="fixed")],
+        [act("list_dir"), act("nope"), act("finish", summary="fixed")],
     )
     res = await run_task("t", session_id="s", deps=make_deps(ws, script))
     assert res.outcome == "completed"
-    assert [r.purpose for r in res.requests] == ["step", "step", "repair"]
+    assert [r.purpose for r in res.requests] == ["step", "step", "step"]
     assert script.bodies[2]["id_slot"] == script.bodies[1]["id_slot"] == 2
-    assert "unknown tool 'nope'" in script.bodies[2]["prompt"]
-
-
-async def test_second_invalid_reply_fails_the_step_and_keeps_the_raw_output(ws: Path) -> None:
-    clock = FakeClock(start=1000.0)
-    script = Script(
-        clock, [Say("garbage one"), Say('{"tool": "read_file"'), act("finish", summary="x")]
+    assert (
+        "there is no tool 'nope'; the tools are find, grep, list_dir" in script.bodies[2]["prompt"]
     )
+
+
+async def test_unusable_replies_are_sent_back_and_kept_in_the_transcript(ws: Path) -> None:
+    clock = FakeClock(start=1000.0)
+    garbled, cut = "<tool_call>garbage one</tool_call>", "here it is\n```python\ndef f("
+    script = Script(clock, [Say(garbled), Say(cut), act("finish", summary="x")])
     events: list[Any] = []
     res = await run_task("t", session_id="s", deps=make_deps(ws, script, events=events))
     failed = [e for e in events if isinstance(e, StepFailed)]
-    assert len(failed) == 1 and failed[0].raw == '{"tool": "read_file"'
-    assert [m.text for m in res.packer.messages if m.kind == "raw"] == [
-        "garbage one",
-        '{"tool": "read_file"',
-    ]
-    assert res.outcome == "completed" and res.steps == 2
+    assert [e.raw for e in failed] == [garbled, cut]
+    assert "is not valid JSON" in failed[0].error and "cut off" in failed[1].error
+    said = [m.text for m in res.packer.messages if m.role == "assistant"]
+    assert said[:2] == [garbled, cut]
+    assert "Reply again in the format of the system message" in script.bodies[1]["prompt"]
+    assert res.outcome == "completed" and res.steps == 3
 
 
 async def test_steps_that_keep_failing_end_with_error(ws: Path) -> None:
     clock = FakeClock(start=1000.0)
-    script = Script(clock, [Say("bad")] * 6)
+    script = Script(clock, [Say("<tool_call>bad</tool_call>")] * 6)
     res = await run_task(
         "t", session_id="s", deps=make_deps(ws, script), config=AgentConfig(max_failed_steps=3)
     )
-    assert res.outcome == "error" and "3 steps" in res.error
+    assert res.outcome == "error" and "3 replies in a row could not be used" in res.error
+    assert res.steps == 3
 
 
 async def test_ceiling_while_waiting_for_the_first_byte_runs_the_summary_step(ws: Path) -> None:
@@ -135,20 +140,19 @@ async def test_ceiling_while_waiting_for_the_first_byte_runs_the_summary_step(ws
     assert summary_req.purpose == "summary" and summary_req.ended == "ok"
     assert res.requests[1].ended == "time_ceiling"
     assert script.bodies[-1]["id_slot"] == 2  # same slot
-    assert script.bodies[-1]["json_schema"]["properties"]["tool"] == {"const": "finish"}
+    assert "The time limit was reached" in script.bodies[-1]["prompt"]
     assert script.closed == 3  # the abandoned stream was closed
     assert not cancel.cancelled
 
 
 async def test_ceiling_while_streaming(ws: Path) -> None:
     clock = FakeClock(start=1000.0)
-    script = Script(
-        clock, [Say('{"tool": "list_', hang_after=3 * HOUR), act("finish", summary="s")]
-    )
+    script = Script(clock, [Say('<tool_call>\n{"name": "list_', hang_after=3 * HOUR), Say("s")])
     res = await run_task("t", session_id="s", deps=make_deps(ws, script))
     assert res.outcome == "time_ceiling" and res.summary == "s"
     # the partial output stays in the transcript, so the summary prompt extends the last one
-    assert script.bodies[1]["prompt"].startswith(script.bodies[0]["prompt"] + '{"tool": "list_')
+    partial = script.bodies[0]["prompt"] + '<tool_call>\n{"name": "list_'
+    assert script.bodies[1]["prompt"].startswith(partial)
 
 
 async def test_ceiling_while_a_tool_runs_lets_the_tool_finish(
@@ -210,7 +214,8 @@ async def test_ceiling_and_cancel_together_reads_as_time_ceiling(ws: Path) -> No
 
 async def test_step_limit_runs_the_summary_and_reports_max_steps(ws: Path) -> None:
     clock = FakeClock(start=1000.0)
-    script = Script(clock, [act("list_dir")] * 3 + [act("finish", summary="stopped at limit")])
+    calls = [act("list_dir"), act("find", pattern="*.py"), act("grep", pattern="x")]
+    script = Script(clock, [*calls, act("finish", summary="stopped at limit")])
     res = await run_task(
         "t", session_id="s", deps=make_deps(ws, script), config=AgentConfig(max_steps=3)
     )
@@ -250,4 +255,4 @@ async def test_tool_events_carry_args_and_duration(ws: Path) -> None:
     assert started.args == {"path": "missing.txt"}
     assert not finished.ok and "does not exist" in finished.result
     assert finished.duration_ms >= 0
-    assert "### read_file result (error)" in script.bodies[1]["prompt"]
+    assert "<tool_response>\nread_file failed:" in script.bodies[1]["prompt"]

@@ -87,9 +87,12 @@ def test_writes_are_denied_without_yes_and_allowed_with_it(
     cli_server: FakeLlamaServer, ws: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     write = act("write_file", path="new.txt", content="hi\n")
-    cli_server.script(write, act("finish", summary="no"), write, act("finish", summary="yes"))
-    run(capsys, "write it", "--workspace", str(ws), "--json")
+    refused = act("finish", summary="I could not write it.")
+    cli_server.script(write, refused, refused)  # asked once more: a write task changed nothing
+    code, out, _ = run(capsys, "write it", "--workspace", str(ws), "--json")
+    assert (code, json_lines(out)[-1]["outcome"]) == (1, "no_change")
     assert not (ws / "new.txt").exists()
+    cli_server.script(write)  # a write whose checks pass ends the task
     code, out, _ = run(capsys, "write it", "--workspace", str(ws), "--json", "--yes")
     assert code == 0
     assert (ws / "new.txt").read_text() == "hi\n"

@@ -1,4 +1,4 @@
-"""`fusion-tui run` for the outcomes of issue 15: `stuck`, `no_answer`, and tool errors in JSON."""
+"""`fusion-tui run`'s honest endings (`stuck`, `no_answer`, `no_change`) and tool errors in JSON."""
 
 from __future__ import annotations
 
@@ -21,14 +21,14 @@ def ws(tmp_path: Path) -> Path:
 def test_a_repeated_failing_call_ends_stuck_with_exit_1_and_is_saved(
     cli_server: FakeLlamaServer, ws: Path, app_home: AppPaths, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    cli_server.script(*[act("list_dir", path="hello.txt")] * 5)
+    cli_server.script(*[act("list_dir", path="hello.txt")] * 3)
     code = cli.main(["run", "list it", "--workspace", str(ws), "--json"])
     out, _ = capsys.readouterr()
     assert code == 1
     events = json_lines(out)
     assert events[-1]["event"] == "outcome" and events[-1]["outcome"] == "stuck"
     tools = [e for e in events if e["event"] == "tool"]
-    assert len(tools) == 3  # the fourth and fifth calls never ran
+    assert len(tools) == 1  # the repeats never ran
     session = SessionStore.default(app_home).load(events[-1]["session"])
     assert session.turns[-1].outcome == "stuck"
 
@@ -59,8 +59,18 @@ def test_a_placeholder_finish_is_not_completed(
 ) -> None:
     placeholder = "(interrupted before this step was answered)"
     cli_server.script(act("finish", summary=placeholder), act("finish", summary=placeholder))
-    code = cli.main(["run", "fix it", "--workspace", str(ws)])
+    code = cli.main(["run", "what is in hello.txt?", "--workspace", str(ws)])
     out, err = capsys.readouterr()
     assert code == 1
     assert "outcome: no_answer" in err
     assert placeholder not in out
+
+
+def test_a_change_task_that_changes_nothing_ends_no_change(
+    cli_server: FakeLlamaServer, ws: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cli_server.script(act("finish", summary="Fixed it."), act("finish", summary="Done."))
+    code = cli.main(["run", "fix hello.txt", "--workspace", str(ws)])
+    _, err = capsys.readouterr()
+    assert code == 1
+    assert "no file was changed" in err and "outcome: no_change" in err

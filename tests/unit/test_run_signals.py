@@ -23,6 +23,8 @@ from tests.fakes.fake_server import FakeLlamaServer, Reply
 from tests.unit.cli_support import act
 
 STEPS = 3
+CALLS = (("list_dir", {}), ("find", {"pattern": "*.md"}), ("grep", {"pattern": "notes"}))
+"""Three different calls: a repeated one would be refused by the loop guard."""
 
 
 @pytest.fixture
@@ -70,7 +72,7 @@ def the_session(sessions: Path) -> Any:
 def test_a_stop_signal_saves_every_finished_step_says_so_and_exits_128_plus(
     srv: FakeLlamaServer, tmp_path: Path, sig: int, code: int
 ) -> None:
-    srv.script(*[act("list_dir") for _ in range(STEPS)], Reply(text=["{"], hang="first_token"))
+    srv.script(*[act(name, **args) for name, args in CALLS], Reply(text=["{"], hang="first_token"))
     child, sessions = start_run(srv, tmp_path)
     try:
         wait_for_steps(srv, child, STEPS)
@@ -86,7 +88,7 @@ def test_a_stop_signal_saves_every_finished_step_says_so_and_exits_128_plus(
     session = the_session(sessions)
     assert f"--session {session.id}" in err
     assert session.messages[0].role == "user" and session.messages[0].content == "look around"
-    assert [m.tool_name for m in session.messages if m.role == "tool"] == ["list_dir"] * STEPS
+    assert [m.tool_name for m in session.messages if m.role == "tool"] == [c[0] for c in CALLS]
     assert session.turns[-1].outcome == "cancelled"
     tools = [json.loads(line) for line in out.splitlines() if '"tool"' in line]
     assert len(tools) == STEPS
@@ -95,7 +97,7 @@ def test_a_stop_signal_saves_every_finished_step_says_so_and_exits_128_plus(
 def test_sigkill_still_finds_each_finished_step_on_disk(
     srv: FakeLlamaServer, tmp_path: Path
 ) -> None:
-    srv.script(act("list_dir"), act("list_dir"), Reply(text=["{"], hang="first_token"))
+    srv.script(act("list_dir"), act("find", pattern="*.md"), Reply(text=["{"], hang="first_token"))
     child, sessions = start_run(srv, tmp_path)
     try:
         wait_for_steps(srv, child, 2)
@@ -105,5 +107,5 @@ def test_sigkill_still_finds_each_finished_step_on_disk(
         if child.poll() is None:
             child.kill()
     session = the_session(sessions)
-    assert [m.tool_name for m in session.messages if m.role == "tool"] == ["list_dir", "list_dir"]
+    assert [m.tool_name for m in session.messages if m.role == "tool"] == ["list_dir", "find"]
     assert session.turns == []  # the turn never ended, yet its steps are there

@@ -76,14 +76,14 @@ async def test_a_turn_runs_tools_and_is_saved_with_telemetry(
     session = Session.new()
     events: list[AgentEvent] = []
     runner = SessionRunner(host, store, session, workspace=ws, approver=DenyAll(), config=CONFIG)
-    report = await runner.run("list the files, then finish", on_event=events.append)
+    report = await runner.run("list the files", on_event=events.append)
     await conn.client.aclose()
 
     assert report.outcome == "completed"
     assert report.result is not None and report.result.summary == "two files"
     saved = store.load(session.id)
     assert [m.role for m in saved.messages] == ["user", "tool", "assistant"]
-    assert saved.messages[0].content == "list the files, then finish"
+    assert saved.messages[0].content == "list the files"
     tool = saved.messages[1]
     assert tool.tool_name == "list_dir" and tool.tool_arguments == {"path": "."}
     assert "a.txt" in (tool.tool_result or "") and "b.py" in (tool.tool_result or "")
@@ -127,9 +127,7 @@ async def test_a_resumed_session_extends_its_last_prompt_exactly_on_its_slot(
 
     assert report.outcome == "completed"
     one, two = completions(srv)
-    assert two["prompt"].startswith(
-        one["prompt"] + json.dumps({"tool": "finish", "args": {"summary": "one"}})
-    )
+    assert two["prompt"].startswith(one["prompt"] + "".join(act("finish", summary="one").text))
     assert two["id_slot"] == store.load(session.id).pinned_slot == srv.requests[-1].slot >= 0
     assert [m.content for m in store.load(session.id).messages if m.role == "user"] == [
         "task one",
@@ -145,8 +143,9 @@ async def test_the_template_frame_is_probed_once_per_daemon(srv: FakeLlamaServer
     await conn.client.aclose()
     assert sum(r.path == "/apply-template" for r in srv.requests) == 1
     assert host.frame == TemplateFrame.chatml()  # the fake renders ChatML
-    assert host.stable_prefix.endswith("- prefix reuse: full")
-    assert "delegate(" in host.stable_prefix  # three slots: fan-out is offered
+    assert host.stable_prefix.endswith("</tool_call>")  # the tools block closes it
+    assert "- prefix reuse:" not in host.stable_prefix  # no machine facts: the model has no use
+    assert '"name": "delegate"' in host.stable_prefix  # three slots: fan-out is offered
 
 
 async def test_machine_facts_take_the_probe_rate_and_the_fits_reuse_class(

@@ -22,7 +22,7 @@ async def test_read_file_line_range(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("".join(f"line {i}\n" for i in range(1, 11)))
     res = await read_file(ctx(tmp_path), {"path": "a.txt", "start_line": 3, "end_line": 4})
     assert res.ok
-    assert res.text.splitlines() == ["a.txt lines 3-4 of 10", "    3  line 3", "    4  line 4"]
+    assert res.text.splitlines() == ["a.txt lines 3-4 of 10", "```", "line 3", "line 4", "```"]
 
 
 async def test_read_file_refuses_binary_and_caps_huge(tmp_path: Path) -> None:

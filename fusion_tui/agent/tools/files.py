@@ -1,4 +1,7 @@
-"""read_file, list_dir, write_file, edit_file: bounded reads, approved atomic writes."""
+"""read_file, list_dir, write_file, edit_file: bounded reads, approved atomic writes.
+
+A read shows the text exactly, in a code block and without line numbers, so the model can copy
+lines back into an edit as they are."""
 
 from __future__ import annotations
 
@@ -67,11 +70,16 @@ async def read_file(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
             "leave out start_line and end_line to read the whole file"
         )
     picked = lines[start - 1 : max(start - 1, end)]
-    body = "\n".join(f"{n:>5}  {line}" for n, line in enumerate(picked, start))
-    head = f"{args['path']} lines {start}-{start + len(picked) - 1} of {len(lines)}"
+    whole = start == 1 and len(picked) == len(lines)
+    head = (
+        f"{args['path']}"
+        if whole
+        else (f"{args['path']} lines {start}-{start + len(picked) - 1} of {len(lines)}")
+    )
     if truncated:
         head += f" (file is {size} bytes; only the first {READ_CAP_BYTES} were read)"
-    return ToolResult(True, _cap(ctx, head + "\n" + body))
+    body = "\n".join(picked)
+    return ToolResult(True, _cap(ctx, f"{head}\n```\n{body}\n```"))
 
 
 async def list_dir(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:

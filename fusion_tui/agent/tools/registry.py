@@ -13,7 +13,7 @@ OPT_PATH = ArgSpec("path", "string", "directory (default .)", required=False, ma
 
 READ_FILE = ToolSpec(
     "read_file",
-    "show a text file with line numbers (optionally lines start_line..end_line)",
+    "show a text file's content exactly as it is (optionally only lines start_line..end_line)",
     "read",
     (
         PATH,
@@ -82,16 +82,9 @@ DELEGATE = ToolSpec(
     ),
 )
 
-CORE_TOOLS: tuple[ToolSpec, ...] = (
-    READ_FILE,
-    LIST_DIR,
-    FIND,
-    GREP,
-    WRITE_FILE,
-    EDIT_FILE,
-    RUN_SHELL,
-    FINISH,
-)
+CORE_TOOLS: tuple[ToolSpec, ...] = (READ_FILE, LIST_DIR, FIND, GREP, RUN_SHELL)
+"""The tools the model is offered. Files are changed by code blocks in the reply (`reply.py`),
+which run as `write_file` and `edit_file`; a task ends with an answer, not a `finish` call."""
 
 RUNNERS: dict[str, Runner] = {
     "read_file": read_file,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -82,6 +83,35 @@ async def run_shell(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     )
     if not await ctx.gate.check(request):
         raise ToolError("the user denied this command; do something else or finish")
+    return await run_command(ctx, command, timeout)
+
+
+@dataclass(frozen=True)
+class Executed:
+    """A finished command: its exit code (None when it timed out) and its capped output."""
+
+    exit: int | None
+    output: str
+    timeout: float
+
+    @property
+    def ok(self) -> bool:
+        return self.exit == 0
+
+
+async def run_command(ctx: ToolContext, command: str, timeout: float) -> ToolResult:
+    """Run `command` in the workspace with no approval asked (`run_shell` asks first)."""
+    done = await execute(ctx, command, timeout)
+    if done.exit is None:
+        head = f"timed out after {done.timeout:.0f} s; the process group was killed"
+    else:
+        head = f"exit code {done.exit}"
+    return ToolResult(done.ok, f"$ {command}\n{head}\n{done.output}".rstrip())
+
+
+async def execute(ctx: ToolContext, command: str, timeout: float) -> Executed:
+    """Run `command` in its own process group in the workspace: for `run_shell` once approved,
+    and for the test command the user gave the task."""
     env = dict(os.environ, PAGER="cat", GIT_PAGER="cat", TERM="dumb")
     out = CappedOutput()
     proc = await anyio.open_process(
@@ -122,10 +152,4 @@ async def run_shell(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
             else:
                 _signal_group(proc.pid, signal.SIGKILL)
             await proc.aclose()
-    code = proc.returncode
-    body = out.text()
-    if timed_out:
-        head = f"timed out after {timeout:.0f} s; the process group was killed"
-    else:
-        head = f"exit code {code}"
-    return ToolResult(code == 0 and not timed_out, f"$ {command}\n{head}\n{body}".rstrip())
+    return Executed(None if timed_out else proc.returncode, out.text(), timeout)

@@ -1,0 +1,137 @@
+"""The files a task is about, put in front of the model in its first message (as aider does).
+
+Why: a model that must call `read_file` before it can change a file often does not (it wrote a
+new file blind, with an invented signature), and every read is a round trip that costs a full
+step. So the task's first message carries the files it names — by path, or by a base name that
+is unique in the workspace — and, in a small workspace, every source file. The rest of the
+workspace is listed by name, so the model can ask for more with a tool.
+
+The files are read once per task, in the task's user message (not the system message), so the
+system prompt stays the same bytes for every task of every workspace and its cache is shared.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from fusion_tui.agent.tools.workspace import ToolError, Workspace
+
+SKIP_DIRS = frozenset(
+    {".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", ".mypy_cache",
+     ".pytest_cache", ".ruff_cache", "dist", "build", ".tox", ".idea", ".vscode"}
+)  # fmt: skip
+SOURCE_SUFFIXES = (
+    ".py", ".pyi", ".js", ".ts", ".tsx", ".jsx", ".rs", ".go", ".c", ".h", ".cc", ".cpp", ".hpp",
+    ".java", ".kt", ".rb", ".php", ".sh", ".lua", ".swift", ".cs", ".toml", ".cfg", ".ini",
+    ".md", ".txt", ".json", ".yaml", ".yml", ".html", ".css", ".sql",
+)  # fmt: skip
+MAX_LISTED = 400
+"""Files walked at most; a bigger workspace is listed in part."""
+SMALL_WORKSPACE_FILES = 12
+SMALL_WORKSPACE_CHARS = 24_000
+"""A workspace with at most this many source files and characters goes into the chat whole."""
+LANGS = {
+    ".py": "python", ".js": "javascript", ".ts": "typescript", ".rs": "rust", ".go": "go",
+    ".sh": "bash", ".c": "c", ".cpp": "cpp", ".java": "java", ".rb": "ruby", ".json": "json",
+    ".toml": "toml", ".yaml": "yaml", ".yml": "yaml", ".md": "markdown",
+}  # fmt: skip
+
+ReadText = Callable[[str], str]
+"""Reads a workspace file's text (bounded, refusing binaries: `ToolError`)."""
+
+
+def workspace_files(workspace: Workspace, limit: int = MAX_LISTED) -> list[str]:
+    """The workspace's files (relative paths, sorted), hidden and tool folders left out."""
+    found: list[str] = []
+    for top, dirs, files in os.walk(workspace.root):
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
+        rel = os.path.relpath(top, workspace.root)
+        for name in sorted(files):
+            if name.startswith(".") or "\n" in name:
+                continue
+            found.append(name if rel == "." else f"{rel}/{name}")
+            if len(found) >= limit:
+                return found
+    return found
+
+
+def named_in(task: str, files: list[str]) -> list[str]:
+    """Files the task names: by relative path, or by a base name only one file has."""
+    words = set(re.findall(r"[\w./\-]+", task))
+    words |= {w.rstrip(".,:;") for w in words}
+    by_base: dict[str, list[str]] = {}
+    for f in files:
+        by_base.setdefault(f.rsplit("/", 1)[-1], []).append(f)
+    picked = [f for f in files if f in words]
+    for w in sorted(words):
+        same = by_base.get(w, [])
+        if len(same) == 1 and same[0] not in picked:
+            picked.append(same[0])
+    return picked
+
+
+def file_block(path: str, text: str) -> str:
+    """A file as the chat shows it: its path, then its text in a fenced block."""
+    lang = LANGS.get(os.path.splitext(path)[1], "")
+    body = text if text.endswith("\n") or not text else text + "\n"
+    return f"{path}\n```{lang}\n{body}```"
+
+
+@dataclass(frozen=True)
+class ChatFiles:
+    """What the task's first message shows: files with their text, and the other files' names."""
+
+    shown: dict[str, str]
+    others: list[str]
+    held: tuple[str, ...] = ()
+    """Files the chat already shows above, unchanged since: named, not shown again."""
+
+    def without(self, held: list[str]) -> ChatFiles:
+        """These files left out of the text: the session's history already holds them as
+        they are, and showing them again on every task would grow the prompt by their size."""
+        shown = {p: t for p, t in self.shown.items() if p not in held}
+        return ChatFiles(shown, self.others, tuple(held))
+
+    def render(self) -> str:
+        parts: list[str] = []
+        if self.shown:
+            parts.append("Files in the workspace that you may change:")
+            parts.extend(file_block(path, text) for path, text in self.shown.items())
+        if self.held:
+            parts.append("Shown earlier in this chat, unchanged since: " + ", ".join(self.held))
+        if self.others:
+            parts.append("Other files (ask for one with read_file):\n" + "\n".join(self.others))
+        return "\n\n".join(parts)
+
+
+def choose(task: str, files: list[str], read: ReadText, budget_chars: int) -> ChatFiles:
+    """The files for the task's first message, within `budget_chars` of text."""
+    sources = [f for f in files if f.lower().endswith(SOURCE_SUFFIXES)]
+    wanted = named_in(task, files)
+    texts: dict[str, str] = {}
+
+    def text_of(path: str) -> str | None:
+        if path not in texts:
+            try:
+                texts[path] = read(path)
+            except (ToolError, OSError):
+                return None
+        return texts[path]
+
+    if len(sources) <= SMALL_WORKSPACE_FILES:
+        total = sum(len(t) for t in map(text_of, sources) if t is not None)
+        if total <= min(SMALL_WORKSPACE_CHARS, budget_chars):
+            wanted += [f for f in sources if f not in wanted]
+    shown: dict[str, str] = {}
+    used = 0
+    for path in wanted:
+        text = text_of(path)
+        if text is None or used + len(text) > budget_chars:
+            continue
+        shown[path] = text
+        used += len(text)
+    others = [f for f in files if f not in shown]
+    return ChatFiles(shown, others)

@@ -1,0 +1,162 @@
+"""Turns the edits of a reply into new file contents: which file, and what it holds afterwards.
+
+A small coder model gets the format mostly right and the details often wrong, and each detail
+costs a whole round trip when refused. So, where the intent is unambiguous, the edit is taken as
+meant:
+- a code block without a path line goes to the file in the chat whose functions it redefines
+  (or the only file in the chat);
+- a path that is a file's base name (`stats.py` for `src/stats.py`) names that file;
+- a Python block that redefines some of a file's functions but leaves others out (the model
+  wrote only what it changed) replaces those functions and keeps the rest of the file, with any
+  new imports added at the top;
+- a SEARCH text that matches only when trailing spaces are ignored still matches.
+Everything else is refused with a sentence the model can act on.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from fusion_tui.agent.reply import FileBlock, SearchReplace
+
+
+class EditRefused(Exception):
+    """The edit cannot be applied; the message tells the model what to do instead."""
+
+
+@dataclass(frozen=True)
+class Resolved:
+    path: str
+    content: str
+    """The file's whole new content."""
+    how: str = "whole"
+    """whole, merged (functions replaced in place) or search (a SEARCH/REPLACE edit)."""
+
+
+def top_names(source: str) -> list[str] | None:
+    """The top-level function and class names of Python source, or None if it does not parse."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    return [
+        n.name
+        for n in tree.body
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+    ]
+
+
+def resolve_path(path: str | None, block: str, files: Mapping[str, str], known: set[str]) -> str:
+    """The workspace path an edit is for. `files`: the files in the chat (path → text);
+    `known`: every file path of the workspace the loop knows of."""
+    if path is not None:
+        if path in known or path in files:
+            return path
+        base = path.rsplit("/", 1)[-1]
+        same = sorted(p for p in known | set(files) if p.rsplit("/", 1)[-1] == base)
+        return same[0] if len(same) == 1 and "/" not in path else path
+    names = set(top_names(block) or ())
+    if names:
+        scored = sorted(
+            ((len(names & set(top_names(text) or ())), p) for p, text in files.items()),
+            reverse=True,
+        )
+        if scored and scored[0][0] > 0 and (len(scored) == 1 or scored[1][0] < scored[0][0]):
+            return scored[0][1]
+    if len(files) == 1:
+        return next(iter(files))
+    raise EditRefused(
+        "a code block did not say which file it is for; write the file's path on the line "
+        "right above the block"
+    )
+
+
+def resolve(
+    edit: FileBlock | SearchReplace,
+    files: Mapping[str, str],
+    known: set[str],
+    old_of: Callable[[str], str | None],
+) -> Resolved:
+    """The edit as a path and its new content. `old_of(path)`: what the file holds now (None:
+    it does not exist)."""
+    body = edit.content if isinstance(edit, FileBlock) else edit.search + edit.replace
+    path = resolve_path(edit.path, body, files, known)
+    old = old_of(path)
+    if isinstance(edit, SearchReplace):
+        if old is None:
+            if not edit.search.strip():
+                return Resolved(path, edit.replace, "whole")
+            raise EditRefused(f"{path} does not exist; to create it give its whole content")
+        return Resolved(path, search_replace(path, old, edit.search, edit.replace), "search")
+    if old is not None and path.endswith(".py"):
+        merged = merge_python(old, edit.content)
+        if merged is not None:
+            return Resolved(path, merged, "merged")
+    return Resolved(path, edit.content, "whole")
+
+
+def search_replace(path: str, old: str, search: str, replace: str) -> str:
+    """`old` with `search` replaced once; trailing spaces ignored when the exact text is not
+    found."""
+    if old.count(search) == 1:
+        return old.replace(search, replace, 1)
+    if old.count(search) > 1:
+        raise EditRefused(
+            f"the SEARCH text occurs {old.count(search)} times in {path}; add lines around it "
+            "so it matches once"
+        )
+    lines = [line.rstrip() for line in old.split("\n")]
+    want = [line.rstrip() for line in search.rstrip("\n").split("\n")]
+    hits = [i for i in range(len(lines) - len(want) + 1) if lines[i : i + len(want)] == want]
+    if len(hits) != 1:
+        raise EditRefused(
+            f"the SEARCH text is not in {path}; copy the lines exactly as the file shows them, "
+            "or give the whole new file instead"
+        )
+    old_lines = old.split("\n")
+    start = hits[0]
+    new_part = replace.rstrip("\n").split("\n") if replace.strip() else []
+    return "\n".join(old_lines[:start] + new_part + old_lines[start + len(want) :])
+
+
+def merge_python(old: str, new: str) -> str | None:
+    """`old` with the functions and classes `new` redefines replaced in place, `new`'s other
+    definitions appended and its missing imports added; None when `new` is the whole file (it
+    keeps every definition of `old`) or either does not parse."""
+    try:
+        old_tree, new_tree = ast.parse(old), ast.parse(new)
+    except (SyntaxError, ValueError):
+        return None
+    old_defs = {n.name: n for n in old_tree.body if isinstance(n, _DEFS)}
+    new_defs = [n for n in new_tree.body if isinstance(n, _DEFS)]
+    if not new_defs or set(old_defs) <= {n.name for n in new_defs}:
+        return None
+    old_lines, new_lines = old.split("\n"), new.split("\n")
+    appended: list[list[str]] = []
+    spans: list[tuple[int, int, list[str]]] = []
+    for node in new_defs:
+        text = new_lines[_first_line(node) - 1 : node.end_lineno]
+        if node.name in old_defs:
+            o = old_defs[node.name]
+            spans.append((_first_line(o) - 1, o.end_lineno or _first_line(o), text))
+        else:
+            appended.append(text)
+    for start, end, text in sorted(spans, reverse=True):
+        old_lines[start:end] = text
+    imports = [
+        new_lines[n.lineno - 1]
+        for n in new_tree.body
+        if isinstance(n, ast.Import | ast.ImportFrom) and new_lines[n.lineno - 1] not in old_lines
+    ]
+    body = "\n".join(old_lines).rstrip("\n")
+    body += "".join("\n\n\n" + "\n".join(text) for text in appended) + "\n"
+    return "\n".join(imports) + "\n" + body if imports else body
+
+
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _first_line(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> int:
+    return min([node.lineno, *(d.lineno for d in node.decorator_list)])
