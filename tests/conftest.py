@@ -1,7 +1,7 @@
 """Shared fixtures: an isolated app home, and the real llama-server and demo model.
 
-Under CI=true a missing llama-server, demo model or sliding-window test model fails the test;
-elsewhere it skips.
+Under CI=true a missing llama-server, demo model, sliding-window test model or 0.5B coder model
+fails the test; elsewhere it skips.
 """
 
 from __future__ import annotations
@@ -15,7 +15,12 @@ from fusion_tui.demo_model import INSTALL_HINT, demo_model_path
 from fusion_tui.paths import AppPaths
 from fusion_tui.server.binary import find_llama_server
 from fusion_tui.server.errors import BinaryNotFound
-from tests.models import GEMMA3_INSTALL_HINT, assemble_gemma3
+from tests.models import (
+    CODER_05B_INSTALL_HINT,
+    GEMMA3_INSTALL_HINT,
+    assemble_coder_05b,
+    assemble_gemma3,
+)
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
@@ -60,5 +65,16 @@ def gemma3_model() -> Path:
     path = assemble_gemma3()
     if path is None:
         _missing("The sliding-window test model is not installed. " + GEMMA3_INSTALL_HINT)
+        raise AssertionError("unreachable")
+    return path
+
+
+@pytest.fixture(scope="session")
+def coder_05b_model() -> Path:
+    """Qwen2.5-Coder-0.5B-Instruct Q4_K_M, the smallest model that really codes, assembled and
+    verified once (the agent's real-model tests)."""
+    path = assemble_coder_05b()
+    if path is None:
+        _missing("The 0.5B coder model is not installed. " + CODER_05B_INSTALL_HINT)
         raise AssertionError("unreachable")
     return path
