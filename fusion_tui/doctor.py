@@ -20,7 +20,6 @@ from typing import Any
 
 from fusion_tui.config import ConfigError, Settings, load_settings
 from fusion_tui.config.loader import config_path
-from fusion_tui.demo_model import INSTALL_HINT
 from fusion_tui.doctor_start import (
     NO_REPACK,
     REBUILD,
@@ -31,6 +30,8 @@ from fusion_tui.doctor_start import (
 )
 from fusion_tui.fit.kv import KVConfigError
 from fusion_tui.gguf.reader import GGUFError
+from fusion_tui.models.catalog import short_names
+from fusion_tui.models.packaged import Progress
 from fusion_tui.paths import AppPaths
 from fusion_tui.server.binary import HOW_TO_GET_ONE, find_llama_server
 from fusion_tui.server.errors import ServerError
@@ -144,19 +145,23 @@ def check_cpu(cpuinfo: Path = CPUINFO) -> Check:
     return Check("cpu", True, detail, fix, needed=False)
 
 
-def check_model(settings: Settings, override: str | None = None) -> tuple[Check, Path | None]:
-    """The GGUF that would load and what its header says."""
+def check_model(
+    settings: Settings, override: str | None = None, progress: Progress | None = None
+) -> tuple[Check, Path | None]:
+    """The GGUF that would load and what its header says (a catalogue model not assembled yet
+    is assembled here, as the first launch would, `progress` saying how far it got)."""
     from fusion_tui.gguf.facts import read_model_facts
-    from fusion_tui.runtime import ModelNotFound, resolve_model
+    from fusion_tui.runtime import ModelNotFound, choose_model, prepare_model
 
     fix_pick = (
-        "set `localModels.model` in the config (or pass --model) to a .gguf file; "
-        "`fusion-tui inspect FILE.gguf` checks one"
+        f"set `localModels.model` in the config (or pass --model) to one of {short_names()} or "
+        "a .gguf file; `fusion-tui inspect FILE.gguf` checks one"
     )
     try:
-        path, note = resolve_model(settings, override)
+        choice = choose_model(settings, override)
+        path, note = prepare_model(choice, progress), choice.note
     except ModelNotFound as exc:
-        hint = INSTALL_HINT if "demo model" in str(exc) else fix_pick
+        hint = exc.next_step if exc.next_step.startswith("To fix it") else fix_pick
         return Check("model", False, str(exc), hint), None
     try:
         facts = read_model_facts(path)
@@ -167,7 +172,9 @@ def check_model(settings: Settings, override: str | None = None) -> tuple[Check,
     bits = [str(path), f"{facts.architecture}", f"{facts.quantization or '?'}"]
     bits += [f"{facts.file_size / MIB:,.0f} MiB", f"{facts.n_layer} layers"]
     bits.append(f"trained context {facts.trained_ctx:,}")
-    detail = " · ".join(bits) + (" (the demo model: none is configured)" if note else "")
+    if choice.entry is not None:
+        bits.insert(0, choice.entry.label)
+    detail = " · ".join(bits) + (f" ({note})" if note else "")
     return Check("model", True, detail), path
 
 
@@ -281,6 +288,7 @@ async def run_checks(
     env: Mapping[str, str] | None = None,
     *,
     model: str | None = None,
+    progress: Progress | None = None,
     start: bool = True,
     starter: Starter = start_once,
     cpuinfo: Path = CPUINFO,
@@ -289,7 +297,7 @@ async def run_checks(
     env = os.environ if env is None else env
     config, settings = check_config(paths, env)
     binary_check, binary = check_binary(settings, env)
-    model_check, model_path = check_model(settings, model)
+    model_check, model_path = check_model(settings, model, progress)
     checks = [binary_check, check_cpu(cpuinfo), model_check, check_memory(settings, model_path)]
     checks += [config, check_folders(paths)]
     if start:

@@ -1,8 +1,9 @@
 """Provides `connect`: from settings to a ready server and a client, for the TUI and the CLI.
 
-Managed mode picks the model (configured, else the demo model), checks its header and plans the
-launch (fitted context, `--swa-full` verdict, KV estimate) before anything running is touched, so
-a bad file changes nothing; then it adopts or launches the daemon. The connection is returned as
+Managed mode picks the model (configured, else Qwen2.5-Coder-1.5B when installed, else the demo
+model; a catalogue model is assembled on first use), checks its header and plans the launch
+(fitted context, `--swa-full` verdict, KV estimate) before anything running is touched, so a bad
+file changes nothing; then it adopts or launches the daemon. The connection is returned as
 soon as `/health` is 200: on a fresh launch the throughput probe runs beside the app
 (`Connection.probe_pending`) and reports the updated ready status through the same callback when
 it lands. Cancelled at any stage (the user quit), it stops the server it launched. External mode
@@ -15,6 +16,7 @@ import asyncio
 import os
 import re
 import signal
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -23,11 +25,24 @@ from typing import Any
 import anyio
 
 from fusion_tui.config import Settings
-from fusion_tui.demo_model import DEMO_NAME, INSTALL_HINT, demo_model_path
 from fusion_tui.fit.kv import KVConfigError
 from fusion_tui.fit.launch_plan import LaunchPlan, plan_launch
 from fusion_tui.fit.rpc_plan import rpc_launch_plan
 from fusion_tui.gguf.reader import GGUFError, read_header
+from fusion_tui.models.catalog import (
+    CATALOG,
+    DEMO_MODEL,
+    CatalogModel,
+    catalog_model,
+    default_model,
+    short_names,
+)
+from fusion_tui.models.packaged import (
+    AssemblyCancelled,
+    ModelFileError,
+    Progress,
+    progress_words,
+)
 from fusion_tui.paths import AppPaths
 from fusion_tui.server import crash
 from fusion_tui.server.client import LlamaClient
@@ -43,8 +58,8 @@ StatusReport = Callable[[ServerStatus], None]
 
 
 class ModelNotFound(DaemonStartError):
-    """No model is configured and the demo model is not installed, or the file is missing or is
-    not a GGUF llama-server could load."""
+    """No model is configured and none is installed, a catalogue model's packages are missing or
+    do not make its file, or the file is missing or is not a GGUF llama-server could load."""
 
 
 PICK_ANOTHER = "Pick another model: F2 in the app, or `--model PATH` (`localModels.model`)."
@@ -80,28 +95,109 @@ class Connection:
         return f"{self.record.pid}-{int(self.record.started_at)}"
 
 
-def resolve_model(settings: Settings, override: str | None = None) -> tuple[Path, str]:
-    """The GGUF to serve and a note for the user when it is the demo model."""
+@dataclass(frozen=True)
+class ModelChoice:
+    """The model a launch serves: a catalogue entry (maybe still to assemble) or a GGUF path."""
+
+    entry: CatalogModel | None
+    file: Path | None
+    note: str = ""
+    """Said once to the user, e.g. that the demo model is used because no coder is installed."""
+
+    @property
+    def title(self) -> str:
+        if self.entry is not None:
+            return self.entry.title
+        return model_display_name(self.file) if self.file else ""
+
+
+def choose_model(settings: Settings, override: str | None = None) -> ModelChoice:
+    """The model `--model` (`override`) or `localModels.model` names, else the default one.
+
+    A short name (`coder-1.5b`, `coder-0.5b`, `smollm2`) picks a catalogue model; anything else
+    is a path, checked here. Nothing is assembled yet (`prepare_model` does)."""
     chosen = override or settings.local_models.model
     if chosen:
+        entry = catalog_model(chosen)
+        if entry is not None:
+            return ModelChoice(entry, None)
         path = Path(chosen).expanduser()
         if not path.is_file():
             what = "is a folder, not a model file" if path.is_dir() else "does not exist"
             raise ModelNotFound(
                 f"no model file at {path} (check localModels.model or --model)",
-                cause=f"{path} {what}",
+                cause=f"{path} {what}; a model is a GGUF path or one of {short_names()}",
                 next_step=PICK_ANOTHER,
                 kind="model",
             )
-        return path, ""
-    demo = demo_model_path()
-    if demo is None:
+        return ModelChoice(None, path)
+    entry, note = default_model()
+    if entry is None:
         raise ModelNotFound(
-            "No model is configured and the demo model is missing",
-            next_step=INSTALL_HINT + " Or pick a model: F2 in the app, or `--model PATH`.",
+            note,
+            next_step=CATALOG[DEMO_MODEL].file.fix()
+            + "; or pick a model: F2 in the app, or `--model PATH`.",
             kind="model",
         )
-    return demo, f"No model configured: using the demo model, {DEMO_NAME}."
+    return ModelChoice(entry, None, note)
+
+
+def prepare_model(
+    choice: ModelChoice, progress: Progress | None = None, cancel: threading.Event | None = None
+) -> Path:
+    """The GGUF file of `choice`, a catalogue model assembled and verified on first use;
+    `ModelNotFound` says which package is missing or that the parts do not make the file."""
+    if choice.entry is None:
+        assert choice.file is not None
+        return choice.file
+    try:
+        return choice.entry.path(progress, cancel)
+    except AssemblyCancelled:
+        raise
+    except ModelFileError as exc:
+        raise ModelNotFound(str(exc), next_step=f"To fix it, {exc.fix}.", kind="model") from None
+
+
+def resolve_model(
+    settings: Settings, override: str | None = None, progress: Progress | None = None
+) -> tuple[Path, str]:
+    """The GGUF to serve (assembled when it must be) and a note for the user, if any."""
+    choice = choose_model(settings, override)
+    return prepare_model(choice, progress), choice.note
+
+
+async def prepare_beside(choice: ModelChoice, say: StatusReport) -> Path:
+    """`prepare_model` in a worker thread, so a first assembly (seconds for a gigabyte) does not
+    freeze the app; its progress is reported twice a second. Cancelled (the user quit), the
+    worker stops within one block and keeps nothing."""
+    entry = choice.entry
+    if entry is None or entry.ready():
+        return prepare_model(choice)
+    cancel = threading.Event()
+    latest: list[tuple[str, int, int]] = []
+
+    def progress(phase: str, done: int, total: int) -> None:
+        latest[:] = [(phase, done, total)]
+
+    async def report() -> None:
+        while True:
+            if latest:
+                detail = progress_words(*latest[0])
+                say(ServerStatus(state="starting", model=entry.title, detail=detail))
+            await anyio.sleep(0.5)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(report)
+        try:
+            path = await anyio.to_thread.run_sync(
+                lambda: prepare_model(choice, progress, cancel), abandon_on_cancel=True
+            )
+        except anyio.get_cancelled_exc_class():
+            cancel.set()
+            raise
+        finally:
+            tg.cancel_scope.cancel()
+    return path
 
 
 def check_model(path: Path) -> None:
@@ -227,7 +323,9 @@ async def connect(
     say = report or (lambda _status: None)
     if settings.server.mode == "external":
         return await _connect_external(settings, say)
-    model_path, note = resolve_model(settings, model)
+    choice = choose_model(settings, model)
+    model_path = await prepare_beside(choice, say)
+    note = choice.note
     name = model_display_name(model_path)
     say(ServerStatus(state="starting", model=name, detail="planning the launch"))
     spec, fit, estimate = plan_spec(settings, paths, model_path, parallel=parallel, ctx=ctx)

@@ -79,7 +79,8 @@ class ManagedSettings:
 @dataclass(frozen=True)
 class LocalModelsSettings:
     model: str | None = None
-    """The GGUF to serve. Unset: the demo model, SmolLM2-135M-Instruct."""
+    """The GGUF to serve: a path, or a short name (`coder-1.5b`, `coder-0.5b`, `smollm2`). Unset:
+    `coder-1.5b` when it is installed, else the demo model, SmolLM2-135M-Instruct."""
     managed: ManagedSettings = field(default_factory=ManagedSettings)
     first_token_timeout_ms: int = 900_000
     """Longest wait for a first token while the server shows progress."""

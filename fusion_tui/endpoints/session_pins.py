@@ -16,7 +16,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from fusion_tui.config import Settings
-from fusion_tui.demo_model import demo_model_path
 from fusion_tui.endpoints.health import PROBE_TIMEOUT, HealthWatcher
 from fusion_tui.endpoints.model import endpoints_from_settings
 from fusion_tui.endpoints.placement import (
@@ -29,6 +28,7 @@ from fusion_tui.endpoints.placement import (
 )
 from fusion_tui.endpoints.registry import ClientFactory, EndpointRegistry
 from fusion_tui.endpoints.slot_groups import EndpointSlots
+from fusion_tui.models.catalog import catalog_model, default_model
 from fusion_tui.runtime import Connection
 from fusion_tui.server.errors import (
     BinaryNotFound,
@@ -49,12 +49,13 @@ answer) falls back to a healthy remote endpoint with the same model, said."""
 
 def wanted_model(settings: Settings, override: str | None = None) -> str | None:
     """The model the managed server was to serve (`--model`, `localModels.model`, else the
-    demo model when installed); compared across machines by file name only."""
+    default model when installed), as a file name or path: models are compared across machines
+    by file name only, so a short name stands for its catalogue file's name."""
     chosen = override or settings.local_models.model
-    if chosen:
+    entry = catalog_model(chosen) if chosen else default_model()[0]
+    if chosen and entry is None:
         return chosen
-    demo = demo_model_path()
-    return str(demo) if demo is not None else None
+    return entry.file_name if entry is not None else None
 
 
 def wants_endpoints(settings: Settings) -> bool:

@@ -11,6 +11,7 @@ the rate of the tokens received so far (client clock, first token excluded) is r
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import time
@@ -21,6 +22,8 @@ from typing import Any
 
 import anyio
 
+from fusion_tui.gguf.reader import GGUFError, read_header
+from fusion_tui.models.catalog import catalog_title
 from fusion_tui.server.client import LlamaClient
 from fusion_tui.server.errors import ProtocolError
 from fusion_tui.server.records import LaunchRecord, read_json, write_json
@@ -166,12 +169,36 @@ _QUANT_SUFFIX = re.compile(
 
 
 def model_display_name(model_path: str | Path) -> str:
-    """`…/SmolLM2-135M-Instruct.Q4_1.gguf` → `SmolLM2-135M-Instruct`."""
+    """The name a person knows the model by: a catalogue model's title, else the GGUF's own
+    `general.name` when the file is on this machine ("Qwen2.5 Coder 1.5B Instruct", not
+    "model-1.5b"), else the file name without `.gguf` and its quantization suffix
+    (`…/Qwen2.5-Coder-7B-Instruct-Q4_K_M.gguf` → `Qwen2.5-Coder-7B-Instruct`)."""
+    title = catalog_title(model_path) or _header_name(Path(model_path))
+    if title:
+        return title
     name = Path(model_path).name
     if name.lower().endswith(".gguf"):
         name = name[: -len(".gguf")]
     stripped = _QUANT_SUFFIX.sub("", name)
     return stripped or name
+
+
+def _header_name(path: Path) -> str | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return _cached_header_name(str(path), st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_header_name(path: str, _size: int, _mtime_ns: int) -> str | None:
+    """`general.name`, read once per file version (the header of a big vocabulary is megabytes)."""
+    try:
+        name = read_header(path).kv.get("general.name")
+    except GGUFError:
+        return None
+    return name.strip() if isinstance(name, str) and name.strip() else None
 
 
 def format_rate(tok_s: float) -> str:

@@ -143,7 +143,7 @@ def make_wizard(
         launcher=launcher or FakeLauncher(),
         registry=registry,
         demo_path=demo,
-        find_demo=False,
+        find_installed=False,
         browse_root=browse_root or Path("/nonexistent-browse-root"),
         show_path=show_name,
     )

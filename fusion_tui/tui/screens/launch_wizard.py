@@ -1,8 +1,9 @@
 """Provides `LaunchWizard`: pick a GGUF, check the measured fit, launch it and see it proven.
 
-Three steps in one modal (a `ContentSwitcher`): 1 pick a model (recent models, the demo model, a
-path or a `.gguf`-only file tree); 2 the header facts, the memory budget and fitted context, the
-`--swa-full` verdict and the prefix-reuse class, with an editable slot count that re-fits live;
+Three steps in one modal (a `ContentSwitcher`): 1 pick a model (recent models, the installed
+catalogue models, a path or short name, or a `.gguf`-only file tree); 2 the header facts, the
+memory budget and fitted context, the `--swa-full` verdict and the prefix-reuse class, with an
+editable slot count that re-fits live;
 3 the launch, stage by stage, then the ready line with measured tok/s and the KV estimate against
 the server's allocation. Header reads and fits run in workers on this screen (dismissing it
 cancels them); the launcher is injected (`runtime.connect` by default) so tests use a fake. The
@@ -26,7 +27,6 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, ContentSwitcher, DirectoryTree, Input, OptionList, Static
 
 from fusion_tui.config import Settings
-from fusion_tui.demo_model import demo_model_path
 from fusion_tui.fit.launch_plan import LaunchPlan
 from fusion_tui.fit.summary import (
     MAX_SLOTS,
@@ -39,11 +39,13 @@ from fusion_tui.fit.summary import (
     step_titles,
 )
 from fusion_tui.launch_choice import LaunchChoice, Launcher, Planner, plan_with_settings
+from fusion_tui.models.catalog import CatalogModel, catalog_model
+from fusion_tui.models.packaged import ModelFileError, progress_words
 from fusion_tui.models_registry import ModelsRegistry
 from fusion_tui.paths import AppPaths
 from fusion_tui.runtime import connect
 from fusion_tui.status import ServerStatus
-from fusion_tui.tui.screens.model_options import model_options
+from fusion_tui.tui.screens.model_options import ModelPick, installed_models, model_options
 from fusion_tui.tui.screens.wizard_launch import LAUNCH, PICK, PLAN, WizardLaunch
 from fusion_tui.tui.widgets.gguf_tree import GGUFTree
 
@@ -111,7 +113,7 @@ class LaunchWizard(WizardLaunch):
         launcher: Launcher = connect,
         registry: ModelsRegistry | None = None,
         demo_path: Path | None = None,
-        find_demo: bool = True,
+        find_installed: bool = True,
         browse_root: Path | None = None,
         show_path: Callable[[Path], str] = display_path,
         planner: Planner | None = None,
@@ -121,13 +123,14 @@ class LaunchWizard(WizardLaunch):
         self.paths = paths
         self.launcher = launcher
         self.registry = registry or (ModelsRegistry(paths.models_file) if paths else None)
-        self.demo_path = demo_path or (demo_model_path() if find_demo else None)
+        self.installed = installed_models(demo_path, find_installed)
+        """The catalogue models the list offers, each with its file when it is ready."""
         self.browse_root = browse_root or Path.home()
         self.show_path = show_path
         """How a path is shown (tests pass one that hides machine-specific folders)."""
         self.planner: Planner = planner or (lambda m, n: plan_with_settings(settings, m, n))
-        self.choices: list[Path] = []
-        """The paths behind the options of the model list, in order."""
+        self.choices: list[ModelPick] = []
+        """What is behind the options of the model list, in order."""
         self.plan: LaunchPlan | None = None
         self.rows: list[SummaryRow] = []
         """The lines of step 2, as shown (see `fit.summary.plan_rows`)."""
@@ -149,7 +152,7 @@ class LaunchWizard(WizardLaunch):
                 with Vertical(id="step-pick", classes="step"):
                     yield Static("Recent models", classes="heading")
                     options, self.choices = model_options(
-                        self.registry, self.demo_path, self.show_path
+                        self.registry, self.installed, self.show_path
                     )
                     yield OptionList(*options, id="models")
                     if not options:
@@ -238,6 +241,10 @@ class LaunchWizard(WizardLaunch):
         self._choose_typed_path(event.value)
 
     def _choose_typed_path(self, text: str) -> None:
+        entry = catalog_model(text) if text.strip() else None
+        if entry is not None:  # a short name typed in the path box
+            self.choose_model(entry)
+            return
         try:
             path = check_model_path(text)
         except ValueError as exc:
@@ -267,9 +274,30 @@ class LaunchWizard(WizardLaunch):
     def _pick_error(self, message: str) -> None:
         self.query_one("#pick-error", Static).update(message)
 
-    def choose_model(self, path: Path) -> None:
-        """Read `path`'s header and fit it (in a worker); on success show step 2."""
-        self._pick_error(f"reading {path.name}…")
+    def choose_model(self, pick: ModelPick) -> None:
+        """Read the model's header and fit it (in a worker; a catalogue model not assembled yet
+        is assembled first); on success show step 2."""
+        if isinstance(pick, Path):
+            self._pick_error(f"reading {pick.name}…")
+            self.read_model(pick, self._initial_slots(pick))
+        else:
+            self._pick_error(f"preparing {pick.label}…")
+            self.assemble_model(pick)
+
+    @work(exclusive=True, group="gguf-read", exit_on_error=False, description="assemble a model")
+    async def assemble_model(self, entry: CatalogModel) -> None:
+        """The file of `entry`, assembled and verified in a thread, its progress shown under
+        the list; then step 2 as for any file."""
+
+        def progress(phase: str, done: int, total: int) -> None:
+            words = f"{entry.short_name}: {progress_words(phase, done, total)}"
+            self.app.call_from_thread(self._pick_error, words)
+
+        try:
+            path = await asyncio.to_thread(entry.path, progress)
+        except ModelFileError as exc:
+            self._pick_error(f"{exc} ({exc.fix})" if exc.fix else str(exc))
+            return
         self.read_model(path, self._initial_slots(path))
 
     def _initial_slots(self, path: Path) -> int:

@@ -1,26 +1,37 @@
-"""The launch wizard's model list: recent models first, then the demo model if it is not one.
+"""The launch wizard's model list: recent models first, then the installed catalogue models
+(`coder-1.5b`, `coder-0.5b`, `smollm2`) that are not among them.
 
-Kept apart from the screen so what the list offers (and the paths behind it) reads in one place.
+Kept apart from the screen so what the list offers (and what is behind each option) reads in one
+place. A catalogue model not assembled yet has no file: its option stands for the entry, and
+picking it assembles the file.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from rich.text import Text
 from textual.widgets.option_list import Option
 
-from fusion_tui.demo_model import DEMO_NAME
+from fusion_tui.models.catalog import CATALOG, DEMO_MODEL, CatalogModel
 from fusion_tui.models_registry import ModelsRegistry
 from fusion_tui.server.probe import model_display_name
 
+ModelPick = Path | CatalogModel
+"""What an option of the list stands for: a file, or a catalogue model still to assemble."""
+
+DEMO_DETAIL = "the demo model, shipped with fusion-tui"
+
 
 def model_options(
-    registry: ModelsRegistry | None, demo_path: Path | None, show_path: Callable[[Path], str]
-) -> tuple[list[Option], list[Path]]:
-    """The options of the model list and the path behind each, in the same order."""
-    choices: list[Path] = []
+    registry: ModelsRegistry | None,
+    installed: Sequence[tuple[CatalogModel, Path | None]],
+    show_path: Callable[[Path], str],
+) -> tuple[list[Option], list[ModelPick]]:
+    """The options of the model list and what is behind each, in the same order. `installed`:
+    the catalogue models to offer, each with its file when it is ready."""
+    choices: list[ModelPick] = []
     options: list[Option] = []
     seen: set[str] = set()
 
@@ -37,7 +48,28 @@ def model_options(
         options.append(option(model_display_name(path), detail))
         choices.append(path)
         seen.add(str(path.absolute()))
-    if demo_path is not None and str(demo_path.absolute()) not in seen:
-        options.append(option(DEMO_NAME, "the demo model, shipped with fusion-tui"))
-        choices.append(demo_path)
+    for model, file in installed:
+        if file is not None and str(file.absolute()) in seen:
+            continue
+        if model.short_name == DEMO_MODEL:
+            detail = DEMO_DETAIL
+        else:
+            detail = f"{model.short_name} · {model.summary}"
+            if file is None:
+                detail += " · assembled when picked"
+        options.append(option(model.title, detail))
+        choices.append(file or model)
     return options, choices
+
+
+def installed_models(
+    demo_path: Path | None = None, find: bool = True
+) -> list[tuple[CatalogModel, Path | None]]:
+    """The catalogue models installed here (`find`), each with its file when it is ready; a
+    given `demo_path` stands for the demo model's file (tests pass theirs and `find=False`)."""
+    found = [m for m in CATALOG.values() if m.available()] if find else []
+    items = [(m, m.known_path() if m.ready() else None) for m in found]
+    if demo_path is not None:
+        items = [i for i in items if i[0].short_name != DEMO_MODEL]
+        items.append((CATALOG[DEMO_MODEL], demo_path))
+    return items

