@@ -27,6 +27,7 @@ from fusion_tui.cli import (
     doctor,
     inspect,
     launch,
+    models,
     run,
     serve,
     sessions,
@@ -50,14 +51,26 @@ COMMANDS: dict[str, Command] = {
     "chat": chat,
     "serve": serve,
     "doctor": doctor,
+    "models": models,
 }
 """Subcommands in the order `--help` lists them."""
 
 DEFAULT: Command = app
 """What runs without a subcommand: the TUI."""
 
-NEEDS_NO_SETTINGS = frozenset({"config", "doctor"})
+NEEDS_NO_SETTINGS = frozenset({"config", "doctor", "models"})
 """Commands that read the config file themselves (they must work when it is broken)."""
+
+ROOT_FLAG_READERS = {
+    "--model": (
+        "root_model",
+        frozenset({None, "launch", "inspect", "run", "chat", "serve", "doctor"}),
+    ),
+    "--resume": ("resume", frozenset({None})),
+    "--workspace": ("app_workspace", frozenset({None, "run"})),
+}
+"""Which commands read each flag before the command (None: the TUI); given to any other, the
+flag is refused rather than silently ignored."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -85,6 +98,9 @@ def _main(argv: Sequence[str] | None, paths: AppPaths | None) -> int:
     if args.command is None and (refusal := needs_terminal()):
         print(refusal, file=sys.stderr)
         return 2
+    if refusal := _unread_root_flag(args):
+        print(f"fusion-tui: {refusal}", file=sys.stderr)
+        return 2
     ctx = Context(paths or AppPaths.default())
     command = DEFAULT if args.command is None else COMMANDS[args.command]
     try:
@@ -100,3 +116,12 @@ def _main(argv: Sequence[str] | None, paths: AppPaths | None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+def _unread_root_flag(args: argparse.Namespace) -> str:
+    """Why a flag before the command cannot be honoured by that command, or ""."""
+    for flag, (dest, readers) in ROOT_FLAG_READERS.items():
+        if getattr(args, dest, None) is not None and args.command not in readers:
+            names = "the app" + "".join(f", `{c}`" for c in sorted(r for r in readers if r))
+            return f"{flag} does nothing with `{args.command}` (read by {names}); leave it out"
+    return ""

@@ -10,10 +10,16 @@ from __future__ import annotations
 import argparse
 
 from fusion_tui.cli.common import Context, Subparsers
+from fusion_tui.cli.model_args import MODEL_HELP, RootModel
 
 
 def add_root_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", help="GGUF to serve (default: config, else the demo model)")
+    parser.add_argument(
+        "--model",
+        action=RootModel,
+        help=f"what to serve: {MODEL_HELP} (default: config, else coder-1.5b when installed, "
+        "else the demo model)",
+    )
     parser.add_argument(
         "--resume", nargs="?", const="", metavar="ID", help="resume a session (the last one)"
     )

@@ -15,7 +15,9 @@ from typing import Any
 import anyio
 
 from fusion_tui.cli.common import Context, Subparsers
+from fusion_tui.cli.model_args import progress_line
 from fusion_tui.doctor import format_checks, passed, run_checks
+from fusion_tui.models.packaged import Progress
 from fusion_tui.paths import AppPaths
 
 
@@ -30,7 +32,7 @@ def register(sub: Subparsers) -> None:
 def run(args: argparse.Namespace, ctx: Context) -> int:
     """Reads the config itself: a file that does not parse is one of its checks."""
     model = getattr(args, "model", None)
-    checks = anyio.run(_checks, ctx.paths, model, not args.no_start)
+    checks = anyio.run(_checks, ctx.paths, model, progress_line(ctx.err), not args.no_start)
     if args.json:
         print(json.dumps([c.to_json() for c in checks], ensure_ascii=False, indent=1), file=ctx.out)
     else:
@@ -38,5 +40,5 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     return 0 if passed(checks) else 1
 
 
-async def _checks(paths: AppPaths, model: str | None, start: bool) -> list[Any]:
-    return await run_checks(paths, os.environ, model=model, start=start)
+async def _checks(paths: AppPaths, model: str | None, progress: Progress, start: bool) -> list[Any]:
+    return await run_checks(paths, os.environ, model=model, progress=progress, start=start)

@@ -1,5 +1,6 @@
-"""Provides `register` and `run` for `fusion-tui inspect MODEL.gguf`: header facts, KV estimate,
-fitted context, swaFull verdict and prefix-reuse class, as a table or one JSON object."""
+"""Provides `register` and `run` for `fusion-tui inspect [MODEL]`: header facts, KV estimate,
+fitted context, swaFull verdict and prefix-reuse class, as a table or one JSON object. MODEL (or
+`--model`) is a GGUF path or a short name; without one, the model a launch would serve."""
 
 from __future__ import annotations
 
@@ -7,9 +8,16 @@ import argparse
 import json
 
 from fusion_tui.cli.common import Context, Subparsers, positive
+from fusion_tui.cli.model_args import (
+    MODEL_HELP,
+    add_model_positional,
+    model_argument,
+    progress_line,
+)
 from fusion_tui.fit.inspect import format_report, inspect_model
 from fusion_tui.fit.kv import CACHE_TYPES, KVConfigError
 from fusion_tui.gguf.reader import GGUFError
+from fusion_tui.runtime import ModelNotFound, choose_model, prepare_model
 
 EXIT_BAD_INPUT = 2
 
@@ -18,7 +26,7 @@ def register(subparsers: Subparsers) -> None:
     p = subparsers.add_parser(
         "inspect", help="read a GGUF header and size its KV cache for a launch"
     )
-    p.add_argument("model", metavar="MODEL.gguf")
+    add_model_positional(p, f"{MODEL_HELP} (or --model; default: the model a launch serves)")
     p.add_argument("--ctx", type=positive, default=None, help="total context (-c); default: fit")
     p.add_argument("--parallel", type=positive, default=1, help="slots (-np)")
     p.add_argument("--ubatch", type=positive, default=512, help="micro-batch (-ub)")
@@ -33,9 +41,19 @@ def register(subparsers: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
+    named, clash = model_argument(args)
+    if clash:
+        print(f"fusion-tui inspect: {clash}", file=ctx.err)
+        return EXIT_BAD_INPUT
+    try:
+        choice = choose_model(ctx.settings, named)
+        model = prepare_model(choice, progress_line(ctx.err))
+    except ModelNotFound as exc:
+        print(f"fusion-tui inspect: {exc.message}", file=ctx.err)
+        return EXIT_BAD_INPUT
     try:
         report = inspect_model(
-            args.model,
+            model,
             ctx=args.ctx,
             parallel=args.parallel,
             ubatch=args.ubatch,
@@ -47,7 +65,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             min_ctx=args.min_ctx,
         )
     except (GGUFError, KVConfigError) as exc:
-        print(f"fusion-tui inspect: {args.model}: {exc}", file=ctx.err)
+        print(f"fusion-tui inspect: {named or model}: {exc}", file=ctx.err)
         return EXIT_BAD_INPUT
     if args.json:
         print(json.dumps(report, indent=2), file=ctx.out)

@@ -1,5 +1,6 @@
 """Provides `fusion-tui launch [MODEL] [--parallel N] [--ctx N]`: start the managed llama-server
-headless, print its ready line and exit (the server keeps running)."""
+headless, print its ready line and exit (the server keeps running). MODEL, or the top-level
+`--model`, is a GGUF path or a short name (`coder-1.5b`, `coder-0.5b`, `smollm2`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import argparse
 import anyio
 
 from fusion_tui.cli.common import Context, Subparsers
+from fusion_tui.cli.model_args import MODEL_HELP, add_model_positional, model_argument
 from fusion_tui.runtime import connect
 from fusion_tui.server.probe import ready_line
 from fusion_tui.status import ServerStatus
@@ -17,7 +19,7 @@ def register(subparsers: Subparsers) -> None:
     launch = subparsers.add_parser(
         "launch", help="start the managed llama-server headless and exit"
     )
-    launch.add_argument("model", nargs="?", help="GGUF to serve")
+    add_model_positional(launch, f"what to serve: {MODEL_HELP} (or --model; default: config)")
     launch.add_argument("--parallel", type=int, help="slots (-np)")
     launch.add_argument("--ctx", type=int, help="total context (-c); default: fitted to memory")
 
@@ -27,6 +29,11 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
 
 
 async def launch(args: argparse.Namespace, ctx: Context) -> int:
+    model, clash = model_argument(args)
+    if clash:
+        print(f"fusion-tui launch: {clash}", file=ctx.err)
+        return 2
+
     def say(status: ServerStatus) -> None:
         print(f"  {status.summary()}", file=ctx.err, flush=True)
 
@@ -34,7 +41,7 @@ async def launch(args: argparse.Namespace, ctx: Context) -> int:
         ctx.settings,
         ctx.paths,
         say,
-        model=args.model,
+        model=model,
         parallel=args.parallel,
         ctx=args.ctx,
         detached=True,

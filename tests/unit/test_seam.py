@@ -213,6 +213,7 @@ async def test_the_fake_clock_runs_a_coroutine_in_virtual_time() -> None:
 def test_every_command_is_one_module_of_one_shape() -> None:
     order = ["launch", "status", "stop", "config", "inspect", "sessions", "run", "chat", "serve"]
     order += ["doctor"]
+    order += ["models"]
     assert list(COMMANDS) == order  # the order `--help` lists them in
     for module in [*COMMANDS.values(), DEFAULT]:
         assert callable(module.register) and callable(module.run)
