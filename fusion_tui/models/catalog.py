@@ -42,8 +42,9 @@ class CatalogModel:
     short_name: str
     title: str
     """What the app shows for it: the model's name as its makers give it, which is the GGUF's
-    `general.name` minus build labels (the 0.5B's header says "… Instruct AWQ", SmolLM2's
-    a training-run label, "Smollm2 135M 8k Lc100K Mix1 Ep2": its model card's name is kept)."""
+    `general.name` minus build labels (the 1.5B's header says "Qwen2.5 Coder 1.5B Instruct
+    GGUF", the 0.5B's "… Instruct AWQ"; SmolLM2's is a training-run label, "Smollm2 135M 8k
+    Lc100K Mix1 Ep2", so the name the app has always shown for it is kept)."""
     file: PackagedFile
     licence: str
     summary: str
