@@ -9,12 +9,19 @@ owners, the prompt totals in flight, the sessions whose slot lives on disk only)
 
 from __future__ import annotations
 
+from fusion_tui.chat.warm import server_facts
 from fusion_tui.runtime import Connection
 from fusion_tui.server.errors import ServerError
 from fusion_tui.server.types import SlotState
 from fusion_tui.sessions.model import Session
 from fusion_tui.sessions.store import SessionStore, SessionStoreError
-from fusion_tui.slots.archive import DEFAULT_MAX_BYTES, SlotArchive, owners_by_slot
+from fusion_tui.slots.archive import (
+    DEFAULT_MAX_BYTES,
+    ArchiveRefused,
+    ServerFacts,
+    SlotArchive,
+    owners_by_slot,
+)
 from fusion_tui.slots.gate import SlotGate
 from fusion_tui.slots.pins import SlotPool
 from fusion_tui.slots.room import SlotLedger
@@ -95,12 +102,27 @@ class SlotOwners:
         return owners
 
     def sessions_on_disk(self) -> list[str]:
-        """Titles of sessions with a saved slot that no slot holds now, newest first."""
-        if self.archive is None:
+        """Titles of sessions with a saved slot that no slot holds now and that this server
+        could restore, newest first: a slot saved with another model (or slot context, or KV
+        types) stays in the folder for when that model serves again, but is not this server's."""
+        if self.archive is None or self.conn is None:
             return []
         in_slot = set(self._holders().values()) | {self.session.id}
-        ids = [sid for sid, _t, _b in reversed(self.archive.entries()) if sid not in in_slot]
+        facts = server_facts(self.conn)
+        ids = [
+            sid
+            for sid, _t, _b in reversed(self.archive.entries())
+            if sid not in in_slot and self._fits(sid, facts)
+        ]
         return [self._title(sid) for sid in ids[:8]]
+
+    def _fits(self, session_id: str, facts: ServerFacts) -> bool:
+        assert self.archive is not None
+        try:
+            self.archive.check(session_id, facts)
+        except ArchiveRefused:
+            return False
+        return True
 
     def prompt_totals(self) -> dict[int, int]:
         return dict(self.live_totals)

@@ -3,6 +3,7 @@ and a returning session is restored from disk instead of reading its prompt agai
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -118,6 +119,27 @@ async def test_the_slot_view_says_who_is_in_a_slot_and_who_on_disk(
         assert view.slot_owners() == {0: "beta session"}
         assert view.sessions_on_disk() == ["alpha session"]
         assert a.slot_view().slot_owners() == {0: "beta session"}
+        await a.close()
+        await b.close()
+
+
+async def test_a_slot_saved_with_another_model_is_not_listed_on_disk(
+    paths: AppPaths, slot_dir: Path
+) -> None:
+    """After a switch of models the slot folder still holds the sessions saved with the previous
+    one: they stay for when it serves again, but this server cannot restore them."""
+    with DiskFake(slot_dir, total_slots=1, n_ctx=8192) as srv:
+        a = await started(srv, paths, slot_dir)
+        await turn(a, "alpha session")
+        b = await started(srv, paths, slot_dir)
+        await turn(b, "beta session")  # takes slot 0, saving alpha's first
+        view = b.slot_view()
+        assert view.sessions_on_disk() == ["alpha session"]
+        tag_path = next(slot_dir.glob("*.kv.json"))
+        tag = json.loads(tag_path.read_text())
+        tag["model"]["path"] = "/models/the-previous-model.gguf"
+        tag_path.write_text(json.dumps(tag))
+        assert view.sessions_on_disk() == []
         await a.close()
         await b.close()
 
