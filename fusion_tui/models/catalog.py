@@ -151,6 +151,16 @@ def catalog_title(model_path: str | Path) -> str | None:
     return next((m.title for m in CATALOG.values() if m.file_name.lower() == lowered), None)
 
 
+def short_name_of(path: Path, cache_dir: Path | None = None) -> str | None:
+    """The short name of the catalogue model whose file `path` is on this machine, else None
+    (the launch wizard saves `coder-1.5b` in the config, not a path into the cache)."""
+    for model in CATALOG.values():
+        known = model.known_path(cache_dir)
+        if known is not None and known.absolute() == path.absolute():
+            return model.short_name
+    return None
+
+
 def default_model(cache_dir: Path | None = None) -> tuple[CatalogModel | None, str]:
     """The model used when none is configured, and a sentence for the user.
 

@@ -19,6 +19,7 @@ from fusion_tui.config import Settings
 from fusion_tui.config.loader import config_path
 from fusion_tui.config.persist import PersistError, persist_setting
 from fusion_tui.launch_choice import LaunchChoice
+from fusion_tui.models.catalog import short_name_of
 from fusion_tui.paths import AppPaths
 from fusion_tui.runtime import Connection
 from fusion_tui.status import ServerStatus
@@ -321,12 +322,13 @@ class FusionApp(App[None]):
             await main.chat.add_message("notice", launch_note(choice, status, kept=keep))
 
     def _persist_launch(self, model: Path, parallel: int, ctx: int | None) -> None:
-        """The wizard's model, slots and context go into config.yaml, so the next start
-        launches the same server (one setting per write, each atomic with a backup)."""
+        """The wizard's model (a catalogue model by its short name), slots and context go into
+        config.yaml, so the next start launches the same server (one setting per write, each
+        atomic with a backup)."""
         if self.config_file is None:
             return
         values: list[tuple[str, object]] = [
-            ("localModels.model", str(model)),
+            ("localModels.model", short_name_of(model) or str(model)),
             ("localModels.managed.parallel", parallel),
         ]
         if ctx:

@@ -12,7 +12,7 @@ from fusion_tui.config import Settings
 from fusion_tui.config.settings import LocalModelsSettings
 from fusion_tui.endpoints.session_pins import wanted_model
 from fusion_tui.models import packaged
-from fusion_tui.models.catalog import CATALOG, catalog_model, default_model
+from fusion_tui.models.catalog import CATALOG, catalog_model, default_model, short_name_of
 from fusion_tui.models.packaged import Part
 from fusion_tui.runtime import ModelNotFound, choose_model, prepare_model
 from fusion_tui.server.probe import model_display_name
@@ -105,6 +105,13 @@ def test_an_unknown_name_lists_the_names(tmp_path: Path) -> None:
     gguf = tmp_path / "m.gguf"
     gguf.write_bytes(b"GGUF")
     assert choose_model(Settings(), str(gguf)).file == gguf
+
+
+def test_a_catalogue_file_is_saved_by_its_short_name(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    coder = cache / "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+    assert short_name_of(coder, cache) == "coder-1.5b"
+    assert short_name_of(tmp_path / "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", cache) is None
 
 
 def test_endpoints_compare_a_short_name_by_its_file_name() -> None:
