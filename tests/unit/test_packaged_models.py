@@ -26,22 +26,7 @@ from fusion_tui.models.packaged import (
     stamp_path,
 )
 from tests import models
-
-
-def install_fake(site: Path, dist: str, files: dict[str, bytes], version: str = "1.0") -> None:
-    """A distribution `dist` as `pip install --no-deps` leaves it: its files under a package
-    folder, and a dist-info whose RECORD lists them."""
-    package = dist.replace("-", "_")
-    info = site / f"{package}-{version}.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
-    record = []
-    for name, data in files.items():
-        path = site / package / "data" / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-        record.append(f"{package}/data/{name},,")
-    (info / "RECORD").write_text("\n".join([*record, f"{info.name}/RECORD,,"]) + "\n")
+from tests.unit.fake_packages import install_fake
 
 
 @pytest.fixture
