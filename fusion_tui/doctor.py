@@ -151,7 +151,7 @@ def check_model(
     """The GGUF that would load and what its header says (a catalogue model not assembled yet
     is assembled here, as the first launch would, `progress` saying how far it got)."""
     from fusion_tui.gguf.facts import read_model_facts
-    from fusion_tui.runtime import ModelNotFound, choose_model, prepare_model
+    from fusion_tui.runtime import PICK_ANOTHER, ModelNotFound, choose_model, prepare_model
 
     fix_pick = (
         f"set `localModels.model` in the config (or pass --model) to one of {short_names()} or "
@@ -161,7 +161,7 @@ def check_model(
         choice = choose_model(settings, override)
         path, note = prepare_model(choice, progress), choice.note
     except ModelNotFound as exc:
-        hint = exc.next_step if exc.next_step.startswith("To fix it") else fix_pick
+        hint = exc.next_step if exc.next_step not in ("", PICK_ANOTHER) else fix_pick
         return Check("model", False, str(exc), hint), None
     try:
         facts = read_model_facts(path)

@@ -104,12 +104,6 @@ class ModelChoice:
     note: str = ""
     """Said once to the user, e.g. that the demo model is used because no coder is installed."""
 
-    @property
-    def title(self) -> str:
-        if self.entry is not None:
-            return self.entry.title
-        return model_display_name(self.file) if self.file else ""
-
 
 def choose_model(settings: Settings, override: str | None = None) -> ModelChoice:
     """The model `--model` (`override`) or `localModels.model` names, else the default one.
@@ -156,14 +150,6 @@ def prepare_model(
         raise
     except ModelFileError as exc:
         raise ModelNotFound(str(exc), next_step=f"To fix it, {exc.fix}.", kind="model") from None
-
-
-def resolve_model(
-    settings: Settings, override: str | None = None, progress: Progress | None = None
-) -> tuple[Path, str]:
-    """The GGUF to serve (assembled when it must be) and a note for the user, if any."""
-    choice = choose_model(settings, override)
-    return prepare_model(choice, progress), choice.note
 
 
 async def prepare_beside(choice: ModelChoice, say: StatusReport) -> Path:

