@@ -30,7 +30,7 @@ class ServerStatus:
     recent_tok_s: float | None = None
     """Decode speed measured on recent turns; shown instead of the probe once there is one."""
     fallback: str = ""
-    """Several endpoints (issue 14): the managed start failed and a remote endpoint with the
+    """Several endpoints: the managed start failed and a remote endpoint with the
     model serves instead; the sentence that says so (headless: stderr; the TUI: the chat)."""
 
     def summary(self) -> str:

@@ -142,7 +142,7 @@ class Backend(Protocol):
     async def stop_server(self) -> str | None:
         """Save what can be saved and stop the managed daemon (`Unavailable`: not ours). None:
         the session's server was stopped; a sentence: what was done while the session's own
-        endpoint keeps serving (a remote endpoint, issue 14: only the server here stops)."""
+        endpoint keeps serving (a remote endpoint: only the server here stops)."""
         ...
 
     async def adopt(self, conn: Connection) -> ServerStatus:

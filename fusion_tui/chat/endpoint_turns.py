@@ -1,4 +1,4 @@
-"""Provides the plain chat's side of several endpoints (issue 14): where `LocalBackend`'s turn goes.
+"""Provides the plain chat's side of several endpoints: where `LocalBackend`'s turn goes.
 
 `LocalBackend` calls these at a few marked places when it holds an `EndpointPins` (more than
 one endpoint configured); with one endpoint it holds none and never comes here. Before a turn the

@@ -1,4 +1,4 @@
-"""Provides `EndpointSlotView`: the slot map over several endpoints (issue 14), and `follow`.
+"""Provides `EndpointSlotView`: the slot map over several endpoints, and `follow`.
 
 With several endpoints `LocalBackend.slot_view()` and `AgentBackend.slot_view()` answer with this
 instead of their `SlotKeeper`: the same `SlotView` (the current endpoint's slots and owners,

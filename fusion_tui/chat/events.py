@@ -28,7 +28,7 @@ class Compacted(Notice):
 
 @dataclass(frozen=True)
 class EndpointMoved(Notice):
-    """The session moved to another endpoint (issue 14); `text` names both and the cold cost.
+    """The session moved to another endpoint; `text` names both and the cold cost.
     Headless `chat` says it on stderr in both output modes."""
 
     endpoint: str = ""

@@ -54,6 +54,6 @@ def make_backend(
             settings, paths, workspace, model=model, resume=resume, approver=approver
         )
     backend = LocalBackend(settings, paths, model=model, resume=resume)
-    if isinstance(approver, FailoverAsker):  # issue 14: the TUI asks before a session moves
+    if isinstance(approver, FailoverAsker):  # the TUI asks before a session changes endpoint
         backend.ask_failover = approver.ask_failover
     return backend

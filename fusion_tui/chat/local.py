@@ -83,7 +83,7 @@ class LocalBackend(LocalSideCalls):
         """Titles run between turns, never beside one."""
         self.save_error = None
         """The last save failure, shown to the user; the session stays in memory."""
-        # issue 14: several endpoints (None with one: the single-server app, unchanged)
+        # several endpoints (None with one: the single-server app, unchanged)
         self.endpoints = endpoint_turns.endpoint_pins_for(settings)
         self.endpoint_turn = None
         self.ask_failover = None
@@ -107,14 +107,14 @@ class LocalBackend(LocalSideCalls):
     # --- Backend: turns ------------------------------------------------------------------------
 
     async def start(self, report: StatusCallback) -> ServerStatus:
-        connector = endpoint_turns.connector(self)  # issue 14: several endpoints
+        connector = endpoint_turns.connector(self)  # several endpoints
         conn = await connector(self.settings, self.paths, report, model=self.model)
         return await self.adopt(conn)
 
     async def adopt(self, conn: Connection) -> ServerStatus:
         """Take over a connection made elsewhere (the launch wizard) instead of connecting."""
         self.keeper.attach(conn)
-        if self.endpoints is not None and conn is not self._primary:  # issue 14: F2's launch
+        if self.endpoints is not None and conn is not self._primary:  # F2's launch
             self._primary = self.endpoints.adopt(conn)
         return conn.status
 
@@ -135,7 +135,7 @@ class LocalBackend(LocalSideCalls):
             self.keeper.detach()
             try:
                 await release(self.settings, self.paths, conn)
-            finally:  # issue 14: the first connection and the endpoints' clients
+            finally:  # the first connection and the endpoints' clients
                 await endpoint_turns.close(self, self._primary, conn)
 
     # --- Backend: sessions and the server ------------------------------------------------------
@@ -157,12 +157,12 @@ class LocalBackend(LocalSideCalls):
         return self.session.id
 
     def slot_view(self) -> SlotView:
-        if self.endpoints is not None:  # issue 14: every endpoint's slots, grouped
+        if self.endpoints is not None:  # every endpoint's slots, grouped
             return endpoint_turns.slot_view(self)
         return self.keeper
 
     async def died_of_sigill(self) -> bool:
-        primary, conn = self._primary, self.conn  # issue 14: the managed one is the first
+        primary, conn = self._primary, self.conn  # the managed one is the first
         found = await sigill_after_serving(self.settings, self.paths, primary)
         if not found and conn is not primary:
             found = await sigill_after_serving(self.settings, self.paths, conn)
@@ -172,7 +172,7 @@ class LocalBackend(LocalSideCalls):
         """Save every session's slot, then stop the managed daemon (never an external one).
         With several endpoints and the session on a remote one: only the managed server here
         is stopped, and the sentence says so (the session keeps its endpoint)."""
-        said = await endpoint_turns.stop_managed(self)  # issue 14
+        said = await endpoint_turns.stop_managed(self)  # several endpoints
         if said is not None:
             return said
         await server_stop.stop_own_daemon(self.keeper, self.settings, self.paths)
@@ -200,7 +200,7 @@ class LocalBackend(LocalSideCalls):
         """The request's content (`_content`), and with several endpoints, on an endpoint the
         session moved to, measured against its slot (`MovedTooLarge` when it cannot fit)."""
         content, compacted = await self._content()
-        if self.endpoints is not None:  # issue 14
+        if self.endpoints is not None:  # several endpoints
             await endpoint_turns.check_fit(self, content)
         return content, compacted
 
@@ -217,7 +217,7 @@ class LocalBackend(LocalSideCalls):
         slot, got = -1, GotData()
         try:
             placed: tuple[int, list[ReplyEvent]] | None = None
-            if self.endpoints is not None:  # issue 14: the session's endpoint, and why
+            if self.endpoints is not None:  # the session's endpoint, and why
                 placed = await endpoint_turns.before_turn(self)
                 for shown in placed[1]:
                     yield shown
@@ -245,8 +245,8 @@ class LocalBackend(LocalSideCalls):
                             yield event
                     break
                 except (*NO_DATA, StreamStalled) as exc:
-                    # issue 14: no answer, or the stream broke mid-answer: its endpoint may be
-                    # gone; then the turn is sent again elsewhere (once), the partial answer
+                    # several endpoints: no answer, or the stream broke mid-answer: its endpoint
+                    # may be gone; then the turn is sent again elsewhere (once), the partial answer
                     # dropped. One endpoint, or a healthy one: as before.
                     if self.endpoints is not None and not moved_once:
                         moved = await endpoint_turns.after_no_data(self)

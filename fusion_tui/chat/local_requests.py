@@ -3,7 +3,7 @@
 Why apart from the turns: a turn's request, its retry and every side call (title, summary) go the
 same way — under the slot's gate, streamed (native `/completion` for a `prompt`, else the chat
 endpoint), the first event raced against `/slots` (`watch_first_token`), prompt progress turned
-into `Progress`, and the finished request recorded on the session (and its endpoint, issue 14).
+into `Progress`, and the finished request recorded on the session (and its endpoint).
 """
 
 from __future__ import annotations
@@ -179,7 +179,7 @@ class LocalRequests:
             side_call=side,
             clock=self.wall_clock,
         )
-        endpoint_turns.after_request(self, end, side=side)  # issue 14: endpoint, moved_from
+        endpoint_turns.after_request(self, end, side=side)  # endpoint, moved_from
 
     def _finish_turn(self, answer: str, outcome: Outcome, detail: str) -> None:
         self.session.end_turn(outcome, answer, detail, self.wall_clock)

@@ -44,7 +44,7 @@ def cost_note(session: Session, resume: ResumeState | None) -> str:
 
 def context_full_message(exc: ContextExceeded) -> str:
     """What to do when a session no longer fits its slot (the server refuses, nothing is lost;
-    after a move to another endpoint, issue 14, the sentence names both endpoints)."""
+    after a move to another endpoint, the sentence names both endpoints)."""
     if isinstance(exc, MovedTooLarge):
         return exc.message
     return (

@@ -9,7 +9,7 @@ compaction when the session outgrows its slot). No title side call: the session 
 its first message, as every session is until the TUI titles it.
 With `--json`, stdout carries the same lines as `fusion-tui run --json` (`request`,
 `prompt_progress`, `outcome`) plus `{"event": "compacted", "before", "after"}` when it compacts.
-With several endpoints (issue 14) a `request` line carries `endpoint` (its label) and, on the
+With several endpoints a `request` line carries `endpoint` (its label) and, on the
 first request after a move, `moved_from`; a move is said on stderr in both modes.
 Exit codes: 0 the turn completed, 1 otherwise (or the server failed), 2 bad input.
 """
@@ -77,7 +77,7 @@ async def chat_turn(
         out.outcome("error", session.id)
         backend.store.release(session.id)
         return 1
-    if status.fallback:  # issue 14: the managed start failed, a remote endpoint serves
+    if status.fallback:  # the managed start failed, a remote endpoint serves
         out.note(status.fallback)
     outcome = "cancelled"
     try:
@@ -104,11 +104,11 @@ async def _stream(backend: LocalBackend, text: str, out: Printer) -> str:
             out.event(request_done(backend, event, turn))
         elif isinstance(event, Compacted):
             out.compacted(event.before, event.after, event.text)
-        elif isinstance(event, AnswerRestarted):  # issue 14: the answer so far is dropped
+        elif isinstance(event, AnswerRestarted):  # several endpoints: the answer so far is dropped
             if not out.json_mode:
                 out.text("\n")
             out.note(event.text)
-        elif isinstance(event, EndpointMoved):  # issue 14: said in both modes, as `run` does
+        elif isinstance(event, EndpointMoved):  # said in both modes, as `run` does
             out.note(event.text)
         elif isinstance(event, Notice) and not out.json_mode:
             out.stderr.write(event.text + "\n")

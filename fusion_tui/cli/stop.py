@@ -1,7 +1,7 @@
 """Provides `fusion-tui stop`: save every session's slot, then stop the managed llama-server.
 
 Only the managed server on this machine is ever stopped; with remote endpoints configured
-(issue 14) the line says they were left running."""
+the line says they were left running."""
 
 from __future__ import annotations
 
@@ -29,6 +29,6 @@ async def stop(ctx: Context) -> int:
         await save_before_daemon_stop(ctx.settings, ctx.paths)  # sessions resume warm after
     stopped = await daemon.stop()
     said = "stopped the managed llama-server" if stopped else "no managed llama-server was running"
-    remote = remote_labels(ctx.settings)  # issue 14: only the managed server here is stopped
+    remote = remote_labels(ctx.settings)  # only the managed server here is stopped
     print(f"{said}; {not_stopped(remote)}" if remote else said, file=ctx.out)
     return 0

@@ -1,6 +1,6 @@
 """Provides the context check of a prompt against a slot, and what a moved session is told.
 
-Why here, below the chat and the agent: a session that moves to another endpoint (issue 14)
+Why here, below the chat and the agent: a session that moves to another endpoint
 carries a prompt built for the first server's slot, and another machine may run a smaller context
 per slot. Before a request is sent on the endpoint a session moved to, both the plain chat
 (`chat.endpoint_turns`) and the agent (`agent.endpoint_run`) measure the prompt against that

@@ -1,4 +1,4 @@
-"""Provides `EndpointSlots`: one endpoint's slots as the slot map groups them (issue 14).
+"""Provides `EndpointSlots`: one endpoint's slots as the slot map groups them.
 
 The slot map of an app with several endpoints shows each endpoint under a header with its label,
 model, measured decode speed and health; this is the data, built from the health watcher's latest

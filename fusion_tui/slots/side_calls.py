@@ -1,7 +1,7 @@
 """Provides `SideCallQueue`: side calls (session titles, summaries) that never cost a session turn.
 
 Why: on a 2-core machine a title call started right after the first turn competes with the next
-turn for the cores (issue 12: first-token time). The queue runs a side call only while no session
+turn for the cores and delays its first token. The queue runs a side call only while no session
 turn of ours is in flight; a turn that starts while a side call runs cancels it (closing the
 stream frees the server slot at once) and the call is run again, from the start, once the turns
 are done. A side call is short and idempotent (a title), so a rerun costs little; the turn's

@@ -46,7 +46,7 @@ class TuiApprover:
             raise
 
     async def ask_failover(self, placed: Placement) -> bool:
-        """The session's endpoint is gone (issue 14): move it (True) or wait (False)?"""
+        """The session's endpoint is gone: move it (True) or wait (False)?"""
         answer: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
 
         def done(move: bool | None) -> None:

@@ -1,5 +1,5 @@
 """The managed start fails (binary missing, a crash) while a healthy remote endpoint serves the
-same model (issue 14): `chat` and `run` fall back to it and say so on stderr; with no remote
+same model: `chat` and `run` fall back to it and say so on stderr; with no remote
 endpoint serving that model, the start fails as before. Fake binaries die on cue
 (tests/fakes/crashing_server.py); the remote endpoint is the fake llama-server."""
 

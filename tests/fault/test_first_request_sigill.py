@@ -1,4 +1,4 @@
-"""Issue 11: llama-server comes up, passes its throughput probe, then dies of SIGILL at the
+"""llama-server comes up, passes its throughput probe, then dies of SIGILL at the
 user's first request. The running app relaunches it once, right away, with repacking off
 (`--no-repack`, remembered for this binary and CPU), and the message goes back into the prompt
 box so Enter sends it again. Fake binaries (tests/fakes/crashing_server.py) die on cue."""

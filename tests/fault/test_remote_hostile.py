@@ -1,5 +1,5 @@
 """A remote server is untrusted input: too large, too slow or hostile answers get a typed error
-within their deadline, and a key never leaves the endpoint it belongs to (issue 14)."""
+within their deadline, and a key never leaves the endpoint it belongs to."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The demo launch gives every slot the model's trained context (issue 12): SmolLM2 (trained
+"""The demo launch gives every slot the model's trained context: SmolLM2 (trained
 8,192) with the default 4 slots gets -c 32768, and each slot's n_ctx in /slots is 8,192."""
 
 from __future__ import annotations

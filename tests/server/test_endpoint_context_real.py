@@ -1,4 +1,4 @@
-"""Two real llama-servers of different context per slot (issue 14): alpha 2,048 tokens a slot,
+"""Two real llama-servers of different context per slot: alpha 2,048 tokens a slot,
 beta 512. A chat session that outgrew beta's slot on alpha moves there when alpha is killed; the
 turn's prompt is compacted for beta's slot before it is sent, so beta answers it (a real server
 refuses a prompt that does not fit: `exceed_context_size_error`)."""

@@ -1,4 +1,4 @@
-"""Two real llama-servers serve one app (issue 14): the demo model, 2 slots each, started here
+"""Two real llama-servers serve one app: the demo model, 2 slots each, started here
 and configured as remote endpoints (`url:`). Sessions stay on their endpoint and slot, a resumed
 session finds its endpoint, and killing one server moves its sessions with a stated cost and
 loses nothing the user wrote."""

@@ -1,4 +1,4 @@
-"""One model over two `ggml-rpc-server`s (issue 14): two local RPC servers on 127.0.0.1 stand for
+"""One model over two `ggml-rpc-server`s: two local RPC servers on 127.0.0.1 stand for
 two machines, and the managed launch with `localModels.managed.rpc` pointing at them comes up,
 plans its layers over their devices (the plan is in the server log) and answers.
 

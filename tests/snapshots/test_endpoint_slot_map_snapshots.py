@@ -1,4 +1,4 @@
-"""Snapshots of the slot map grouped by endpoint (issue 14): two endpoints, then one down."""
+"""Snapshots of the slot map grouped by endpoint: two endpoints, then one down."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Snapshots of the chat states of issue 15 at 80×24: the welcome block, a wrapped code line,
-cancelled answers of a resumed session. Scripted backend: no server, no clock, no blink."""
+"""Snapshots of the chat view at 80×24: the welcome block, a wrapped code line, cancelled answers
+of a resumed session. Scripted backend: no server, no clock, no blink."""
 
 from __future__ import annotations
 

@@ -66,7 +66,7 @@ def test_step2_facts_demo(snap_compare: Any, size: tuple[int, int], demo_model: 
     """You should see step 2 for SmolLM2-135M-Instruct (llama, Q4_1, 93.8 MiB): 30 layers all full
     attention, `4.00 GiB configured − 93.8 MiB weights − 1.00 GiB reserve = 2.91 GiB`, context
     32,768 limited by the trained context, `4 × 8,192 tokens each` (every slot its trained
-    context, issue 12), KV 720 MiB, `--swa-full no —
+    context), KV 720 MiB, `--swa-full no —
     no sliding-window layers`, prefix reuse `full`, the slots box holding 4, Back and Launch."""
 
     async def run_before(pilot: Any) -> None:

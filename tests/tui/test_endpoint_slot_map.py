@@ -1,4 +1,4 @@
-"""Pilot tests of `EndpointSlotMap` (issue 14): slots grouped under one header per endpoint with
+"""Pilot tests of `EndpointSlotMap`: slots grouped under one header per endpoint with
 its label, model, measured tok/s and health; a row of this session's endpoint can be picked, a
 row of another endpoint cannot open a session of this one; the status line names the endpoint."""
 

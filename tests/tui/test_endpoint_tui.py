@@ -1,4 +1,4 @@
-"""The TUI with several endpoints (issue 14): Stop server while the session's endpoint is remote
+"""The TUI with several endpoints: Stop server while the session's endpoint is remote
 says what was stopped (only the managed server here) and the session's server is not shown as
 stopped; a start that fell back to a remote endpoint says so in the chat."""
 

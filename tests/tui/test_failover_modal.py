@@ -1,4 +1,4 @@
-"""The failover question (issue 14): move the session with its stated cold cost, or wait."""
+"""The failover question: move the session with its stated cold cost, or wait."""
 
 from __future__ import annotations
 

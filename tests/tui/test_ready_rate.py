@@ -1,4 +1,4 @@
-"""Issue 11: the "Server ready" toast and the launch wizard's ready line gain the decode rate
+"""The "Server ready" toast and the launch wizard's ready line gain the decode rate
 ("~N tok/s single stream") when the throughput probe lands after they were shown."""
 
 from __future__ import annotations

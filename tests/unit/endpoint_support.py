@@ -1,4 +1,4 @@
-"""Helpers for the tests of two endpoints (issue 14) against two fake llama-servers: the servers,
+"""Helpers for the tests of two endpoints against two fake llama-servers: the servers,
 the settings naming them alpha and beta, another client keeping a slot busy, and a failover
 question answered the same way each time and recorded."""
 

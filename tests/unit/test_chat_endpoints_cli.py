@@ -1,4 +1,4 @@
-"""`fusion-tui chat` over two endpoints (issue 14), against two fake llama-servers: `--json`
+"""`fusion-tui chat` over two endpoints, against two fake llama-servers: `--json`
 request lines carry `endpoint` and, after a move, `moved_from` (as `run --json` does); a move is
 said on stderr in both modes; a server killed mid-answer moves the turn to the other endpoint and
 sends it again (the partial answer dropped, nothing the user wrote lost), while with one endpoint

@@ -1,4 +1,4 @@
-"""`server.endpoints` and `localModels.managed.rpc`: names from issue 14, version-3 migration,
+"""`server.endpoints` and `localModels.managed.rpc`: their names, version-3 migration,
 errors with file:line:column, and one endpoint (or none) meaning today's single server."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The plain chat moving to an endpoint with a smaller slot (issue 14), against two fake
+"""The plain chat moving to an endpoint with a smaller slot, against two fake
 llama-servers of different `n_ctx` (beta refuses a prompt that does not fit, as a real server
 does): the turn's prompt is built again for beta's slot and compacted there before it is sent,
 and when even that cannot fit the turn ends with a sentence that says what to do, keeping every

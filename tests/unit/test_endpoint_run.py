@@ -1,4 +1,4 @@
-"""`EndpointRun.completion` (issue 14) against two fake llama-servers: a slot another client keeps
+"""`EndpointRun.completion` against two fake llama-servers: a slot another client keeps
 busy is never named (the request goes to a free slot and the note says why); a request whose
 endpoint went away moves to the other endpoint once, said, and its event carries `moved_from`."""
 

@@ -1,4 +1,4 @@
-"""The plain chat over two endpoints (issue 14), against two fake llama-servers: placement, the
+"""The plain chat over two endpoints, against two fake llama-servers: placement, the
 pin kept across turns, a resumed session back on its endpoint, failover with its stated cost,
 the request records' `endpoint` / `moved_from`, and a wait that keeps the user's words."""
 

@@ -1,4 +1,4 @@
-"""`fusion-tui run` over two endpoints (issue 14), against two fake llama-servers: request events
+"""`fusion-tui run` over two endpoints, against two fake llama-servers: request events
 carry `endpoint`; a session whose endpoint is gone moves by default, says so on stderr, and marks
 the request event with `moved_from`; the user's words are kept."""
 

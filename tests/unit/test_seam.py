@@ -1,5 +1,6 @@
-"""The seam of issue 13: one backend factory, the session's own turn bookkeeping, the one rule for
-stopping the daemon, the one fake clock, and the one shape of a CLI command."""
+"""The seam between the screens and the core: one backend factory, the session's own turn
+bookkeeping, the one rule for stopping the daemon, the one fake clock, and the one shape of a CLI
+command."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`EndpointPins` (issue 14) over two fake llama-servers: a new session goes to the faster
+"""`EndpointPins` over two fake llama-servers: a new session goes to the faster
 endpoint (the ready-line probe, then recent turns), away from queued requests, never onto a side
 slot or another session's pin; the first connection of a managed set-up is the connector's."""
 

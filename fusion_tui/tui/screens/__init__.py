@@ -1,1 +1,7 @@
-"""tui screens package."""
+"""The app's screens, one module each: main, launch wizard, sessions, help, server log, modals.
+
+The main screen (`main.py` over its server side, `main_server.py`), the launch wizard
+(`launch_wizard.py` over `wizard_launch.py` and `model_options.py`), the sessions screen, help,
+the server log, and the approval and failover modals over their shared base, `guarded_modal.py`.
+They compose `widgets/`, use the `tui` modules above them and call the core through `chat`.
+"""

@@ -2,9 +2,9 @@
 
 Shown by `TuiApprover.ask_failover` when a request of the plain chat or of agent mode found its
 endpoint gone (no answer, or the answer broke off) and another endpoint with the same model can
-take the session (issue 14). It states where the session
-would go and the cost: a cold re-read of its prompt. Moving answers True; waiting answers False,
-and the turn ends with the message kept, to be sent again when the endpoint is back.
+take the session. It states where the session would go and the cost: a cold re-read of its
+prompt. Moving answers True; waiting answers False, and the turn ends with the message kept, to
+be sent again when the endpoint is back.
 
 It pops up in the middle of a turn, while the user may be typing the next message, so no typed
 character answers it (`GuardedModal`: letters are kept and handed back to the prompt box, no

@@ -16,7 +16,7 @@ from textual.widgets import Footer, TextArea
 
 from fusion_tui.chat.backend import Backend, Unavailable
 from fusion_tui.chat.events import (
-    AnswerRestarted,  # several endpoints (issue 14): a broken answer sent again elsewhere
+    AnswerRestarted,  # several endpoints: a broken answer sent again elsewhere
     Compacted,
     LiveStep,  # agent mode: the step in progress
     Notice,
@@ -26,13 +26,13 @@ from fusion_tui.chat.events import (
     StreamEnd,
     TextDelta,
     ToolBlock,  # agent mode: tool-call blocks
-    TurnEndpoint,  # several endpoints (issue 14)
+    TurnEndpoint,  # several endpoints
 )
 from fusion_tui.server.errors import ServerError
 from fusion_tui.status import ServerStatus, turn_summary
 from fusion_tui.tui.bindings import MAIN_SCREEN_BINDINGS
 from fusion_tui.tui.screens.main_server import ServerScreen
-from fusion_tui.tui.sigill_relaunch import relaunch_after_sigill  # issue 11: a request's SIGILL
+from fusion_tui.tui.sigill_relaunch import relaunch_after_sigill  # a request's SIGILL
 from fusion_tui.tui.widgets.chat_view import ChatView
 from fusion_tui.tui.widgets.live_step import LiveStepBlock, show_live_step
 from fusion_tui.tui.widgets.prompt_input import PromptInput
@@ -149,7 +149,7 @@ class MainScreen(ServerScreen):
         self.status_line.last_turn = ""
         self.report_status(status)
         self.ready_toast.show(self.app, status)
-        if status.fallback:  # issue 14: the managed start failed, a remote endpoint serves
+        if status.fallback:  # the managed start failed, a remote endpoint serves
             await self.chat.add_message("notice", status.fallback)
         await self.mount_slot_map()
 
@@ -249,7 +249,7 @@ class MainScreen(ServerScreen):
         """A request of this turn reported its telemetry."""
         live: LiveStepBlock | None = None  # agent mode: the step in progress
         tools = 0
-        sigill = False  # issue 11: the server died of SIGILL at this request
+        sigill = False  # the server died of SIGILL at this request
         try:
             async with aclosing(self.backend.reply(text)) as events:
                 async for event in events:
@@ -261,7 +261,7 @@ class MainScreen(ServerScreen):
                         await show_progress(self, event)
                     elif isinstance(event, PromptProgress):
                         status.activity = progress_text(event)
-                    elif isinstance(event, AnswerRestarted):  # issue 14: the new one replaces it
+                    elif isinstance(event, AnswerRestarted):  # the new answer replaces it
                         status.activity = event.text
                         await message.restart()
                     elif isinstance(event, Notice):
@@ -299,7 +299,7 @@ class MainScreen(ServerScreen):
                                 severity="error",
                                 markup=False,
                             )
-                    elif isinstance(event, TurnEndpoint):  # issue 14: several endpoints
+                    elif isinstance(event, TurnEndpoint):  # several endpoints
                         status.endpoint = event.label
                     elif isinstance(event, ToolBlock):  # agent mode: above the answer
                         tools += 1

@@ -16,12 +16,12 @@ from textual.widgets import Static
 from textual.worker import Worker, WorkerError
 
 from fusion_tui.chat.backend import Backend, Unavailable
-from fusion_tui.chat.endpoint_view import GroupedSlotView  # several endpoints (issue 14)
+from fusion_tui.chat.endpoint_view import GroupedSlotView  # several endpoints
 from fusion_tui.status import ServerStatus
 from fusion_tui.tui.notices import ReadyToast, notify_server_crashed
 from fusion_tui.tui.start_failure import notify_start_failed, start_failure_notice
 from fusion_tui.tui.widgets.chat_view import ChatView
-from fusion_tui.tui.widgets.endpoint_slot_map import EndpointSlotMap  # issue 14
+from fusion_tui.tui.widgets.endpoint_slot_map import EndpointSlotMap  # several endpoints
 from fusion_tui.tui.widgets.slot_map import NARROW_BELOW, SlotMap
 from fusion_tui.tui.widgets.status_line import StatusLine
 from fusion_tui.tui.widgets.welcome import Welcome
@@ -95,7 +95,7 @@ class ServerScreen(Screen[None]):
             return
         self.report_status(status)
         self.ready_toast.show(self.app, status)
-        if status.fallback:  # issue 14: the managed start failed, a remote endpoint serves
+        if status.fallback:  # the managed start failed, a remote endpoint serves
             await self.chat.add_message("notice", status.fallback)
         await self.mount_slot_map()
 
@@ -114,7 +114,7 @@ class ServerScreen(Screen[None]):
             on_disk_fn=view.sessions_on_disk,
             id="slots",
         )
-        if isinstance(view, GroupedSlotView):  # issue 14: slots grouped by endpoint
+        if isinstance(view, GroupedSlotView):  # several endpoints: slots grouped by endpoint
             slot_map = EndpointSlotMap(
                 view.endpoint_groups, view.slot_owners, prompt_totals_fn=view.prompt_totals,
                 id="slots",
@@ -155,7 +155,7 @@ class ServerScreen(Screen[None]):
         except Unavailable as exc:
             self.app.notify(str(exc))
             return
-        if said:  # issue 14: the session's endpoint is remote and still serves it
+        if said:  # the session's endpoint is remote and still serves it
             self.app.notify(said, title="Server", markup=False)
             return
         self.report_status(ServerStatus(state="stopped", model=self.server_status.model))

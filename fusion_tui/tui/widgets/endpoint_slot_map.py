@@ -1,4 +1,4 @@
-"""Provides `EndpointSlotMap`: the slot map grouped by endpoint (issue 14, several servers).
+"""Provides `EndpointSlotMap`: the slot map grouped by endpoint (several servers).
 
 The same widget as `SlotMap` (poll timer, deadline, narrow mode, selection), fed by
 `GroupedSlotView.endpoint_groups()` instead of one server's `/slots`: each endpoint gets a

@@ -55,7 +55,7 @@ class StatusLine(Static):
     def render(self) -> str:
         """One line when it fits; else the turn's telemetry goes on a second line, never lost."""
         parts = [replace(self.server, recent_tok_s=self.recent_rate).summary()]
-        if self.endpoint:  # issue 14: several endpoints
+        if self.endpoint:  # several endpoints
             parts[0] = f"{self.endpoint} · {parts[0]}"
         if self.activity:
             parts.append(self.activity)
