@@ -5,7 +5,7 @@ Python workspaces the bench writes afresh for every task. For each task it count
 the agent made (finish is not a tool call; a call the loop guard refused is not made) and how many
 succeeded. Two prompt variants run in the same session of the server, interleaved per round:
 - `ours`: the task's system message lists the workspace's top-level files and real-path examples,
-  and a missing path's error names the closest real paths (issue 15);
+  and a missing path's error names the closest real paths;
 - `baseline`: the prompt and errors of the code before that (`workspace_facts=False`, no
   suggestions).
 Reported: per task and in total, calls made / succeeded and the share, as the median of `--runs`

@@ -1,7 +1,7 @@
 """Benchmark: prompt and decode speed of several llama-server builds, each with weight repacking
 on and off (`--no-repack`), in the same run, with the ratio against the first build's default.
 
-Why: the Makefile's `CMAKE_ARGS` decide which CPU code the server is built with (issue 11: a
+Why: the Makefile's `CMAKE_ARGS` decide which CPU code the server is built with (a
 native build dies of SIGILL in the AMX kernel on a guest that advertises AMX). A build is kept
 only if it is as fast as the default here; `--no-repack` rows show what the SIGILL recovery
 (relaunch with repacking off) costs on this CPU.

@@ -9,7 +9,7 @@ lost prefix (a slot taken over, a cleared cache). Sessions, pins and saves are `
 own (public API only: start, reply, close); the server is `ManagedDaemon`'s.
 
     .venv/bin/python bench/soak.py                         # small: ~24 turns, a few minutes
-    .venv/bin/python bench/soak.py --turns 200 --json      # the full run of issue 8
+    .venv/bin/python bench/soak.py --turns 200 --json      # the full run: 200 turns
 """
 
 from __future__ import annotations
@@ -286,7 +286,7 @@ def report(result: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--turns", type=int, default=24, help="turns in all (issue 8: 200)")
+    p.add_argument("--turns", type=int, default=24, help="turns in all (the full run: 200)")
     p.add_argument("--sessions", type=int, default=4)
     p.add_argument("--max-tokens", type=int, default=24, help="n_predict of each turn")
     p.add_argument("--ctx-per-slot", type=int, default=2048)

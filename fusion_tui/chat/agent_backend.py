@@ -169,7 +169,7 @@ class AgentBackend:
         self.runner: SessionRunner | None = None
         self.keeper = SlotKeeper(self.store, self.session)
         """The slot policy every path shares (fresh slot, warm resume, save on leaving)."""
-        # issue 14: several endpoints (None with one: unchanged)
+        # several endpoints (None with one: the single-server app, unchanged)
         self.endpoints = EndpointPins(settings) if wants_endpoints(settings) else None
         self._primary: Connection | None = None
         self._notes: list[str] = []
@@ -187,7 +187,7 @@ class AgentBackend:
         return session
 
     async def start(self, report: StatusCallback) -> ServerStatus:
-        if self.endpoints is not None:  # issue 14: the managed server or the best remote
+        if self.endpoints is not None:  # several endpoints: the managed server or the best remote
             conn = await self.endpoints.connect(
                 self.connect_fn, self.settings, self.paths, report, model=self.model
             )
@@ -202,7 +202,7 @@ class AgentBackend:
         self._unasked = None
         if self.endpoints is None:
             self.keeper.attach(conn)
-        else:  # issue 14: the session's endpoint; the keeper goes there (`open_host`)
+        else:  # several endpoints: the session's; the keeper goes there (`open_host`)
             if conn is not self._primary:  # F2's launch: the managed endpoint's connection
                 self._primary = self.endpoints.adopt(conn)
             said: list[str] = []
@@ -219,7 +219,7 @@ class AgentBackend:
         return conn.status
 
     async def _follow_move(self) -> None:
-        """The last task moved to another endpoint (issue 14): the host is opened there (its
+        """The last task moved to another endpoint: the host is opened there (its
         facts, prefix and context are that server's) before the next one."""
         host = self.host
         if host is not None and host.current is not host.conn and self.conn is not None:
@@ -243,7 +243,7 @@ class AgentBackend:
     async def new_session(self) -> str | None:
         self.session = self._open_session(None)
         note = await self.keeper.switch(self.session)  # the left session's slot saved first
-        if self.endpoints is not None and self.conn is not None:  # issue 14: placed afresh
+        if self.endpoints is not None and self.conn is not None:  # several endpoints: placed afresh
             await self.adopt(self.conn)
         self.runner = self._runner()
         return note
@@ -251,7 +251,9 @@ class AgentBackend:
     async def open_session(self, session_id: str) -> str | None:
         self.session = self._open_session(session_id)
         note = await self.keeper.switch(self.session)
-        if self.endpoints is not None and self.conn is not None:  # issue 14: its endpoint
+        if (
+            self.endpoints is not None and self.conn is not None
+        ):  # several endpoints: back on its own
             await self.adopt(self.conn)
         self.runner = self._runner()
         return note
@@ -286,7 +288,7 @@ class AgentBackend:
     def slot_view(self) -> SlotView | None:
         if self.keeper.conn is None:
             return None
-        if self.endpoints is not None:  # issue 14: every endpoint's slots, grouped
+        if self.endpoints is not None:  # every endpoint's slots, grouped
             return grouped_view(self.keeper, self.endpoints)  # current: the keeper's endpoint
         return self.keeper
 
@@ -308,17 +310,19 @@ class AgentBackend:
                     if self.keeper.conn is not None:
                         await self.keeper.leave()  # its slot saved for a warm resume
                         if stops_on_exit(self.settings, conn):
-                            follow(self.keeper, conn)  # issue 14: the server that stops
+                            follow(
+                                self.keeper, conn
+                            )  # with several endpoints: the server that stops
                             await self.keeper.save_others()
                 finally:
                     self.keeper.detach()
                     await release(self.settings, self.paths, conn)
         finally:
-            if self.endpoints is not None:  # issue 14: the clients the endpoints made
+            if self.endpoints is not None:  # the clients the endpoints made
                 await self.endpoints.aclose()
 
     async def _approve_move(self) -> str | None:
-        """Before a turn, a move found when the session was placed (issue 14) is asked about:
+        """Before a turn, a move found when the session was placed is asked about:
         None to go on (moved, or its endpoint is back), else why the turn waits."""
         placed, pins = self._unasked, self.endpoints
         if placed is None or pins is None or self._ask is None or self.conn is None:

@@ -1,7 +1,7 @@
 """Provides `open_host`: an agent session's `AgentHost` on the endpoint it runs on, its slots kept
 by the one `SlotKeeper` there; shared by the TUI's agent mode (`AgentBackend`) and `fusion-tui run`.
 
-Why one function: with several endpoints (issue 14) the session's requests go to the endpoint
+Why one function: with several endpoints the session's requests go to the endpoint
 its placement names, so the keeper must be attached to that endpoint's connection, as the plain
 chat's is (`endpoint_turns.before_turn`): its pool and gate are the host's, the first request
 names the placed slot, fresh and side slots are chosen among that server's, the shared ledger
