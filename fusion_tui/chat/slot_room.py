@@ -95,7 +95,7 @@ class SlotRoom(SlotOwners):
         `--swa-full`, nor on a recurrent one (the launch's fit says prefix reuse `none`). There
         llama-server saves only the last window of the sliding layers and no context checkpoints,
         and its reuse test then rejects the restored window, so a restore would cost a file read
-        and the prompt be read again anyway (README, "Cache economy")."""
+        and the prompt be read again anyway (docs/benchmarks.md, "Cache economy")."""
         record = self.conn.record if self.conn is not None else None
         fit = record.fit if record is not None else None
         return not isinstance(fit, dict) or fit.get("prefix_reuse", "full") == "full"

@@ -61,7 +61,7 @@ class ManagedSettings:
     flash_attn: str = "auto"
     threads: int | str | None = "auto"
     """`-t`: `auto` (null too) = cores - 1 on a machine of up to 4 cores, else llama.cpp's own;
-    or a number. A `-t` in `extraArgs` wins. Why: bench/threads.py (README, Configuration)."""
+    or a number. A `-t` in `extraArgs` wins. Why: bench/threads.py (docs/benchmarks.md, Threads)."""
     memory_bytes: int | None = None
     """Memory budget override (for example a GPU's memory); unset: available RAM."""
     keep_running: bool = False

@@ -15,7 +15,7 @@ length. That is acceptable, and bounded anyway: the daemon rotates the log at ea
 
 Threads: `threads=None` is `auto` (`auto_threads`): on a machine of at most `SMALL_MACHINE` cores
 the server gets one thread fewer than the cores it may run on, else llama.cpp's own default.
-Measured by bench/threads.py on 2 cores (README, Configuration): when another process takes a
+Measured by bench/threads.py on 2 cores (docs/benchmarks.md, Threads): when another process takes a
 core, ggml's two worker threads wait for each other at every barrier of every op (this OpenMP
 build ignores `--poll`), and decode falls from tens of tok/s to under one, while one thread keeps
 going. A `-t` or `--threads` in `extra_args`, or `LLAMA_ARG_THREADS` in the environment, wins.

