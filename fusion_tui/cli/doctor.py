@@ -1,5 +1,5 @@
 """Provides `fusion-tui doctor [--json] [--no-start]`: what works on this machine, and the fix for
-what does not (the checks live in `fusion_tui.doctor`).
+what does not (the checks live in `doctor_checks.py`, the one-token start in `doctor_start.py`).
 
 Exit 0 only when everything needed works; `--json` prints a list of
 `{"name", "ok", "detail", "fix"}` objects.
@@ -15,8 +15,8 @@ from typing import Any
 import anyio
 
 from fusion_tui.cli.common import Context, Subparsers
+from fusion_tui.cli.doctor_checks import format_checks, passed, run_checks
 from fusion_tui.cli.model_args import progress_line
-from fusion_tui.doctor import format_checks, passed, run_checks
 from fusion_tui.models.packaged import Progress
 from fusion_tui.paths import AppPaths
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fusion_tui.doctor import passed, run_checks
+from fusion_tui.cli.doctor_checks import passed, run_checks
 from fusion_tui.paths import AppPaths
 from tests.child_env import child_env
 from tests.fault.realserver import processes_with

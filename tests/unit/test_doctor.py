@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from fusion_tui import cli
+from fusion_tui.cli.doctor_checks import Check, check_cpu, format_checks, passed, run_checks
+from fusion_tui.cli.doctor_start import StartResult, signal_words
 from fusion_tui.config import Settings
-from fusion_tui.doctor import Check, check_cpu, format_checks, passed, run_checks
-from fusion_tui.doctor_start import StartResult, signal_words
 from fusion_tui.paths import AppPaths
 from tests.tinymodels import write_metadata
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from fusion_tui.cli.doctor_checks import check_model
 from fusion_tui.config import Settings
 from fusion_tui.config.settings import LocalModelsSettings
-from fusion_tui.doctor import check_model
 from fusion_tui.endpoints.session_pins import wanted_model
 from fusion_tui.models import packaged
 from fusion_tui.models.catalog import (

@@ -18,9 +18,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from fusion_tui.config import ConfigError, Settings, load_settings
-from fusion_tui.config.loader import config_path
-from fusion_tui.doctor_start import (
+from fusion_tui.cli.doctor_start import (
     NO_REPACK,
     REBUILD,
     Starter,
@@ -28,6 +26,8 @@ from fusion_tui.doctor_start import (
     start_fix,
     start_once,
 )
+from fusion_tui.config import ConfigError, Settings, load_settings
+from fusion_tui.config.loader import config_path
 from fusion_tui.fit.kv import KVConfigError
 from fusion_tui.gguf.reader import GGUFError
 from fusion_tui.models.catalog import short_names
