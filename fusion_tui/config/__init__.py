@@ -3,9 +3,10 @@
 `settings.py` holds the typed settings (the defaults), `loader.py` reads `config.yaml` (errors with
 file:line:column, the file never overwritten) and applies `FUSION_TUI_...` environment overrides,
 `migrations.py` brings an older file's version up to date, `checks.py` holds the cross-field rules
-of `server.endpoints` and `localModels.managed.rpc`, and `persist.py` writes one setting back
-safely (the theme, the wizard's launch). The bottom layer: it imports only `atomic` (and YAML);
-anything may import it.
+of `server.endpoints` and `localModels.managed.rpc`, `persist.py` writes one setting back safely
+(the theme, the wizard's launch), and `theme_files.py` reads the theme files (shipped, and the
+user's beside the config file) into plain specs. The bottom layer: it imports only `atomic` (and
+YAML); anything may import it.
 """
 
 from fusion_tui.config.loader import ConfigError, load_settings, settings_to_dict

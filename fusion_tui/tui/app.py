@@ -18,12 +18,12 @@ from fusion_tui.chat.factory import BackendFactory, make_backend
 from fusion_tui.config import Settings
 from fusion_tui.config.loader import config_path
 from fusion_tui.config.persist import PersistError, persist_setting
+from fusion_tui.config.theme_files import APP_VARIABLES
 from fusion_tui.launch_choice import LaunchChoice
 from fusion_tui.models.catalog import short_name_of
 from fusion_tui.paths import AppPaths
 from fusion_tui.runtime import Connection
 from fusion_tui.status import ServerStatus
-from fusion_tui.theme_files import APP_VARIABLES
 from fusion_tui.tui import bindings as ids
 from fusion_tui.tui.approver import TuiApprover
 from fusion_tui.tui.bindings import APP_BINDINGS, CLOSE_BINDING, KeyRow, key_rows

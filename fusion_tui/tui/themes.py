@@ -1,8 +1,8 @@
 """Provides the theme wiring: shipped and user theme files → Textual `Theme`s on the app.
 
-Files are parsed in core (`fusion_tui.theme_files`); here colours are checked with Textual's own
-parser, so a theme that would break the stylesheet is skipped at load time instead of failing
-when the user picks it. Failures are collected and shown in one notification.
+Files are parsed in core (`fusion_tui.config.theme_files`); here colours are checked with
+Textual's own parser, so a theme that would break the stylesheet is skipped at load time instead
+of failing when the user picks it. Failures are collected and shown in one notification.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from textual.app import App
 from textual.color import Color, ColorParseError
 from textual.theme import Theme
 
-from fusion_tui.theme_files import (
+from fusion_tui.config.theme_files import (
     APP_VARIABLES,
     ThemeFailure,
     ThemeFileError,

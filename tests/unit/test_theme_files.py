@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from fusion_tui.theme_files import (
+from fusion_tui.config.theme_files import (
     APP_VARIABLES,
     ThemeFileError,
     builtin_themes_dir,
