@@ -23,11 +23,11 @@ from fusion_tui.config import Settings
 from fusion_tui.config.settings import LocalModelsSettings, ManagedSettings
 from fusion_tui.paths import AppPaths
 from fusion_tui.runtime import Connection, plan_for
-from fusion_tui.server.binary import find_llama_server
-from fusion_tui.server.client import LlamaClient
-from fusion_tui.server.daemon import ManagedDaemon
-from fusion_tui.server.launch import LaunchSpec
-from fusion_tui.server.records import LaunchRecord
+from fusion_tui.server.http.client import LlamaClient
+from fusion_tui.server.process.binary import find_llama_server
+from fusion_tui.server.process.daemon import ManagedDaemon
+from fusion_tui.server.process.launch import LaunchSpec
+from fusion_tui.server.process.records import LaunchRecord
 from fusion_tui.server.types import PromptProgress, SlotState, StreamEnd, StreamEvent, TextDelta
 from fusion_tui.status import ServerStatus
 

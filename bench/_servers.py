@@ -22,7 +22,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from fusion_tui.server.client import LlamaClient
+from fusion_tui.server.http.client import LlamaClient
 
 AUTO_SLOTS = 4
 """llama-server's slot count when `-np` is not given (measured on this build: `n_slots = 4`)."""

@@ -42,9 +42,9 @@ from fusion_tui.agent.task import AgentConfig, AgentDeps
 from fusion_tui.agent.tools.registry import CORE_TOOLS
 from fusion_tui.agent.tools.workspace import Workspace
 from fusion_tui.demo_model import demo_model_path
-from fusion_tui.server.binary import find_llama_server
-from fusion_tui.server.client import LlamaClient
 from fusion_tui.server.errors import ServerError
+from fusion_tui.server.http.client import LlamaClient
+from fusion_tui.server.process.binary import find_llama_server
 
 WORKSPACES: dict[str, dict[str, str]] = {
     "calc": {

@@ -46,9 +46,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fusion_tui.demo_model import demo_model_path
-from fusion_tui.server.binary import find_llama_server
-from fusion_tui.server.daemon import free_port
-from fusion_tui.server.launch import LaunchSpec
+from fusion_tui.server.process.binary import find_llama_server
+from fusion_tui.server.process.daemon import free_port
+from fusion_tui.server.process.launch import LaunchSpec
 from tests.prompt_words import CODE_WORDS
 
 LOAD_TIMEOUT_S = 180.0

@@ -64,10 +64,10 @@ from fusion_tui.endpoints.health import HealthWatcher
 from fusion_tui.endpoints.model import Endpoint
 from fusion_tui.endpoints.placement import Pin, Placement, check_pin, failover, place_new
 from fusion_tui.endpoints.registry import EndpointRegistry
-from fusion_tui.server.binary import find_llama_server
-from fusion_tui.server.client import LlamaClient
-from fusion_tui.server.daemon import free_port
-from fusion_tui.server.sse import SSEParser
+from fusion_tui.server.http.client import LlamaClient
+from fusion_tui.server.http.sse import SSEParser
+from fusion_tui.server.process.binary import find_llama_server
+from fusion_tui.server.process.daemon import free_port
 
 SESSIONS = 6
 MAX_OPEN = 4

@@ -36,12 +36,12 @@ from fusion_tui.demo_model import demo_model_path
 from fusion_tui.fit.swa import prefix_reuse
 from fusion_tui.gguf.facts import read_model_facts
 from fusion_tui.paths import AppPaths
-from fusion_tui.server.binary import find_llama_server
-from fusion_tui.server.client import LlamaClient
-from fusion_tui.server.daemon import ManagedDaemon
 from fusion_tui.server.errors import ServerError
-from fusion_tui.server.launch import LaunchSpec
-from fusion_tui.server.records import LaunchRecord
+from fusion_tui.server.http.client import LlamaClient
+from fusion_tui.server.process.binary import find_llama_server
+from fusion_tui.server.process.daemon import ManagedDaemon
+from fusion_tui.server.process.launch import LaunchSpec
+from fusion_tui.server.process.records import LaunchRecord
 from fusion_tui.server.types import TextDelta
 from fusion_tui.sessions.store import SessionStore
 

@@ -42,8 +42,8 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fusion_tui.demo_model import demo_model_path
-from fusion_tui.server.binary import find_llama_server
-from fusion_tui.server.launch import LaunchSpec
+from fusion_tui.server.process.binary import find_llama_server
+from fusion_tui.server.process.launch import LaunchSpec
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from fusion_tui.server.records import read_json, write_json
+from fusion_tui.server.process.records import read_json, write_json
 
 REGISTRY_VERSION = 1
 DEFAULT_LIMIT = 12

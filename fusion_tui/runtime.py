@@ -44,13 +44,13 @@ from fusion_tui.models.packaged import (
     progress_words,
 )
 from fusion_tui.paths import AppPaths
-from fusion_tui.server import crash
-from fusion_tui.server.client import LlamaClient
-from fusion_tui.server.daemon import ManagedDaemon
 from fusion_tui.server.errors import DaemonStartError, ServerError
-from fusion_tui.server.launch import LaunchSpec
-from fusion_tui.server.probe import ProbeResult, model_display_name
-from fusion_tui.server.records import LaunchRecord
+from fusion_tui.server.http.client import LlamaClient
+from fusion_tui.server.process import crash
+from fusion_tui.server.process.daemon import ManagedDaemon
+from fusion_tui.server.process.launch import LaunchSpec
+from fusion_tui.server.process.probe import ProbeResult, model_display_name
+from fusion_tui.server.process.records import LaunchRecord
 from fusion_tui.server.types import Props
 from fusion_tui.status import ServerStatus
 

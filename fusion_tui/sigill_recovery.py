@@ -17,7 +17,7 @@ from pathlib import Path
 from fusion_tui.config import Settings
 from fusion_tui.paths import AppPaths
 from fusion_tui.runtime import Connection, make_daemon
-from fusion_tui.server import crash
+from fusion_tui.server.process import crash
 
 REASON = f"llama-server died of SIGILL at a request {crash.AFTER_LOAD}"
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fusion_tui.server.probe import format_rate
+from fusion_tui.server.process.probe import format_rate
 from fusion_tui.server.types import Timings
 
 

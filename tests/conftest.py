@@ -13,8 +13,8 @@ import pytest
 
 from fusion_tui.demo_model import INSTALL_HINT, demo_model_path
 from fusion_tui.paths import AppPaths
-from fusion_tui.server.binary import find_llama_server
 from fusion_tui.server.errors import BinaryNotFound
+from fusion_tui.server.process.binary import find_llama_server
 from tests.models import (
     CODER_05B_INSTALL_HINT,
     GEMMA3_INSTALL_HINT,

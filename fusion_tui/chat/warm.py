@@ -13,8 +13,8 @@ from fusion_tui.clock import Clock
 from fusion_tui.config import Settings
 from fusion_tui.paths import AppPaths
 from fusion_tui.runtime import Connection, make_daemon
-from fusion_tui.server.client import LlamaClient
 from fusion_tui.server.errors import ServerError, StreamStalled
+from fusion_tui.server.http.client import LlamaClient
 from fusion_tui.server.types import StreamEvent
 from fusion_tui.sessions.store import SessionStore, SessionStoreError
 from fusion_tui.slots.archive import (

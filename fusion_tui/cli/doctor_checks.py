@@ -33,8 +33,8 @@ from fusion_tui.gguf.reader import GGUFError
 from fusion_tui.models.catalog import short_names
 from fusion_tui.models.packaged import Progress
 from fusion_tui.paths import AppPaths
-from fusion_tui.server.binary import HOW_TO_GET_ONE, find_llama_server
 from fusion_tui.server.errors import ServerError
+from fusion_tui.server.process.binary import HOW_TO_GET_ONE, find_llama_server
 
 MIB = 1024 * 1024
 CPUINFO = Path("/proc/cpuinfo")

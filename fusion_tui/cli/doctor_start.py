@@ -17,9 +17,9 @@ from pathlib import Path
 
 from fusion_tui.config import Settings
 from fusion_tui.paths import AppPaths
-from fusion_tui.server import crash
-from fusion_tui.server.cpu_quirks import REPACK_OFF_ARG
 from fusion_tui.server.errors import ServerError
+from fusion_tui.server.process import crash
+from fusion_tui.server.process.cpu_quirks import REPACK_OFF_ARG
 
 NO_REPACK = REPACK_OFF_ARG
 REBUILD = crash.rebuild_command()
@@ -61,11 +61,11 @@ async def start_once(
     binary: Path, model: Path, settings: Settings, extra: tuple[str, ...] = ()
 ) -> StartResult:
     """Start llama-server in a throwaway home, ask for one token, measure tok/s, stop it."""
-    from fusion_tui.server.client import LlamaClient
-    from fusion_tui.server.daemon import ManagedDaemon
     from fusion_tui.server.errors import DaemonStartError
-    from fusion_tui.server.launch import LaunchSpec
-    from fusion_tui.server.probe import measure_throughput
+    from fusion_tui.server.http.client import LlamaClient
+    from fusion_tui.server.process.daemon import ManagedDaemon
+    from fusion_tui.server.process.launch import LaunchSpec
+    from fusion_tui.server.process.probe import measure_throughput
 
     m = settings.local_models.managed
     with tempfile.TemporaryDirectory(prefix="fusion-doctor-") as tmp:

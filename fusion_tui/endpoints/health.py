@@ -20,9 +20,9 @@ import anyio
 from fusion_tui.endpoints.model import Endpoint
 from fusion_tui.endpoints.placement import EndpointView, SlotView
 from fusion_tui.endpoints.registry import EndpointNotReady, EndpointRegistry
-from fusion_tui.server.client import LlamaClient
 from fusion_tui.server.errors import ServerError, SlotsUnavailable
-from fusion_tui.server.probe import PROBE_PROMPT, model_display_name
+from fusion_tui.server.http.client import LlamaClient
+from fusion_tui.server.process.probe import PROBE_PROMPT, model_display_name
 from fusion_tui.server.types import SlotState, StreamEnd
 
 PROBE_TIMEOUT = 5.0

@@ -12,7 +12,7 @@ import hashlib
 from collections.abc import Callable, Iterable, Mapping
 
 from fusion_tui.endpoints.model import Endpoint, default_endpoint
-from fusion_tui.server.client import LlamaClient
+from fusion_tui.server.http.client import LlamaClient
 
 ClientFactory = Callable[[str, str | None], LlamaClient]
 

@@ -36,7 +36,7 @@ from fusion_tui.server.errors import (
     ServerError,
     ServerUnreachable,
 )
-from fusion_tui.server.probe import model_display_name
+from fusion_tui.server.process.probe import model_display_name
 from fusion_tui.status import ServerStatus
 
 Connector = Callable[..., Awaitable[Connection]]

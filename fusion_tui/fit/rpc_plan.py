@@ -13,8 +13,8 @@ from fusion_tui.config import Settings
 from fusion_tui.fit.context import COMPUTE_RESERVE
 from fusion_tui.fit.devices import Device, DeviceListError, DevicePlan, list_devices, plan_devices
 from fusion_tui.fit.launch_plan import LaunchPlan
-from fusion_tui.server.binary import find_llama_server
 from fusion_tui.server.errors import DaemonStartError
+from fusion_tui.server.process.binary import find_llama_server
 
 Lister = Callable[[str, tuple[str, ...]], list[Device]]
 

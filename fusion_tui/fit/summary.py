@@ -12,7 +12,7 @@ from pathlib import Path
 
 from fusion_tui.fit.launch_plan import LaunchPlan
 from fusion_tui.gguf.facts import ModelFacts
-from fusion_tui.server.probe import model_display_name
+from fusion_tui.server.process.probe import model_display_name
 from fusion_tui.status import ServerStatus
 
 MAX_SLOTS = 64

@@ -1,8 +1,9 @@
-"""llama-server itself: finding the binary, running the managed daemon, and talking to it.
+"""llama-server itself: talking to it (`http/`) and running the managed one (`process/`).
 
-The binary's lookup, the managed launch (pid file, launch record, start lock, adopt and stop,
-the log), the start-up probe, crash diagnosis and remembered CPU quirks, and the HTTP client over
-the server's endpoints (bounded transport, server-sent events, typed errors). It may import `fit`
-(the allocation lines of the log), `paths` and `atomic`; never `sessions`,
-`slots`, `chat`, `agent`, `tui` or `cli`, nor Textual or Rich.
+`http/` is the client over the server's endpoints (bounded transport, server-sent events);
+`process/` finds the binary and launches, probes, adopts, stops and diagnoses the managed daemon,
+using `http/` to reach it. Beside them, what both and everything above share: `errors.py` (the
+typed `ServerError`s, each with a sentence for the user) and `types.py` (the server's answers,
+parsed defensively). It may import `fit` (the allocation lines of the log), `paths` and
+`atomic`; never `sessions`, `slots`, `chat`, `agent`, `tui` or `cli`, nor Textual or Rich.
 """

@@ -12,7 +12,7 @@ from typing import Any
 
 from textual.notifications import Notification, Notify
 
-from fusion_tui.server.probe import format_rate
+from fusion_tui.server.process.probe import format_rate
 from fusion_tui.status import ServerStatus
 from fusion_tui.tui.bindings import SERVER_LOG
 

@@ -10,8 +10,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from fusion_tui.config import Settings
-from fusion_tui.server.launch import LaunchSpec
-from fusion_tui.server.process import is_alive
+from fusion_tui.server.process.launch import LaunchSpec
+from fusion_tui.server.process.pids import is_alive
 
 SMALL = {"parallel": 2, "ctx": 4096, "threads": 2}
 

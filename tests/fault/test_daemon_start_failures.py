@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-import fusion_tui.server.daemon as daemon_mod
+import fusion_tui.server.process.daemon as daemon_mod
 from fusion_tui.paths import AppPaths
-from fusion_tui.server.daemon import ManagedDaemon
 from fusion_tui.server.errors import DaemonStartError
-from fusion_tui.server.process import cmdline
+from fusion_tui.server.process.daemon import ManagedDaemon
+from fusion_tui.server.process.pids import cmdline
 from tests.fault.realserver import children_of, processes_with, small_spec
 
 pytestmark = pytest.mark.server

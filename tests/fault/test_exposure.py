@@ -20,9 +20,9 @@ from fusion_tui.chat.events import ReplyDone
 from fusion_tui.chat.local import LocalBackend
 from fusion_tui.config import Settings
 from fusion_tui.paths import AppPaths
-from fusion_tui.server.client import LlamaClient
-from fusion_tui.server.daemon import ManagedDaemon, free_port
 from fusion_tui.server.errors import ServerError, ServerHTTPError
+from fusion_tui.server.http.client import LlamaClient
+from fusion_tui.server.process.daemon import ManagedDaemon, free_port
 from tests.fault.realserver import listening_addresses, small_settings, small_spec
 
 pytestmark = pytest.mark.server

@@ -17,8 +17,8 @@ from fusion_tui.chat.local import LocalBackend
 from fusion_tui.config import Settings
 from fusion_tui.config.settings import UISettings
 from fusion_tui.paths import AppPaths
-from fusion_tui.server.cpu_quirks import NOTE_AMX, NOTE_OTHER, CpuQuirks, read_cpu
-from fusion_tui.server.daemon import ManagedDaemon
+from fusion_tui.server.process.cpu_quirks import NOTE_AMX, NOTE_OTHER, CpuQuirks, read_cpu
+from fusion_tui.server.process.daemon import ManagedDaemon
 from fusion_tui.sigill_recovery import sigill_after_serving
 from fusion_tui.tui.app import build_app
 from fusion_tui.tui.key_clock import KeyClock

@@ -19,8 +19,8 @@ import pytest
 from fusion_tui.chat.events import ReplyDone
 from fusion_tui.chat.local import LocalBackend
 from fusion_tui.paths import AppPaths
-from fusion_tui.server.daemon import ManagedDaemon
-from fusion_tui.server.process import is_alive
+from fusion_tui.server.process.daemon import ManagedDaemon
+from fusion_tui.server.process.pids import is_alive
 from fusion_tui.server.types import TextDelta
 from fusion_tui.sessions.store import SessionStore
 from tests.fault.realserver import small_settings, small_spec

@@ -29,7 +29,7 @@ import anyio
 import pytest
 
 from fusion_tui.paths import AppPaths
-from fusion_tui.server.daemon import ManagedDaemon
+from fusion_tui.server.process.daemon import ManagedDaemon
 from fusion_tui.sessions.model import Session
 from fusion_tui.sessions.store import SessionStore
 from tests.child_env import ROOT, managed_env

@@ -10,14 +10,14 @@ import pytest
 
 from fusion_tui.endpoints.model import Endpoint
 from fusion_tui.endpoints.registry import EndpointRegistry
-from fusion_tui.server.client import MAX_BODY_BYTES, LlamaClient
 from fusion_tui.server.errors import (
     ResponseTooLarge,
     ResponseTooSlow,
     ServerHTTPError,
     StreamStalled,
 )
-from fusion_tui.server.sse import MAX_LINE_BYTES
+from fusion_tui.server.http.client import MAX_BODY_BYTES, LlamaClient
+from fusion_tui.server.http.sse import MAX_LINE_BYTES
 from tests.fakes.fake_server import FakeLlamaServer
 from tests.fakes.hostile import Hostile
 

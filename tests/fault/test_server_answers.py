@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fusion_tui.server.client import LlamaClient
 from fusion_tui.server.errors import ProtocolError, ServerError, ServerUnreachable
+from fusion_tui.server.http.client import LlamaClient
 from fusion_tui.server.types import StreamEnd
 from tests.fakes.fake_server import FakeLlamaServer, Reply
 

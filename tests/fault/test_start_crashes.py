@@ -15,18 +15,18 @@ from pathlib import Path
 
 import pytest
 
-import fusion_tui.server.daemon as daemon_mod
+import fusion_tui.server.process.daemon as daemon_mod
 from fusion_tui.cli import main
 from fusion_tui.config import Settings
 from fusion_tui.paths import AppPaths
 from fusion_tui.runtime import ModelNotFound, connect
-from fusion_tui.server.client import LlamaClient
-from fusion_tui.server.cpu_quirks import NOTE_AMX, NOTE_OTHER, read_cpu
-from fusion_tui.server.daemon import ManagedDaemon
 from fusion_tui.server.errors import DaemonStartError, ServerError
-from fusion_tui.server.launch import LaunchSpec
-from fusion_tui.server.probe import ready_line
-from fusion_tui.server.process import is_alive
+from fusion_tui.server.http.client import LlamaClient
+from fusion_tui.server.process.cpu_quirks import NOTE_AMX, NOTE_OTHER, read_cpu
+from fusion_tui.server.process.daemon import ManagedDaemon
+from fusion_tui.server.process.launch import LaunchSpec
+from fusion_tui.server.process.pids import is_alive
+from fusion_tui.server.process.probe import ready_line
 from fusion_tui.status import ServerStatus
 from tests.fakes.crash_binaries import fake_binary, minimal_model, repack_flags, starts
 
@@ -302,8 +302,8 @@ def test_two_processes_starting_at_once_end_with_one_server(
     binary = fake_binary(tmp_path / "bin", "ok")
     code = (
         "import anyio, sys; from pathlib import Path; from fusion_tui.paths import AppPaths;"
-        "from fusion_tui.server.daemon import ManagedDaemon;"
-        "from fusion_tui.server.launch import LaunchSpec;"
+        "from fusion_tui.server.process.daemon import ManagedDaemon;"
+        "from fusion_tui.server.process.launch import LaunchSpec;"
         "d = ManagedDaemon(AppPaths.default(), binary=Path(sys.argv[1]), poll_interval=0.02);"
         "r = anyio.run(lambda: d.ensure(LaunchSpec(model=Path(sys.argv[2]), parallel=2,"
         " ctx=1024), probe=False, owner_pid=0)); print(r.pid)"

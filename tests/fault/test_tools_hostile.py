@@ -21,7 +21,7 @@ from fusion_tui.agent.tools import ToolContext
 from fusion_tui.agent.tools.files import edit_file, read_file, write_file
 from fusion_tui.agent.tools.shell import run_shell
 from fusion_tui.agent.tools.workspace import ToolError, Workspace
-from fusion_tui.server.process import is_alive
+from fusion_tui.server.process.pids import is_alive
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -19,10 +19,10 @@ from fusion_tui.config import Settings
 from fusion_tui.config.settings import LLMSettings, LocalModelsSettings, ManagedSettings
 from fusion_tui.paths import AppPaths
 from fusion_tui.runtime import Connection
-from fusion_tui.server.client import LlamaClient
-from fusion_tui.server.daemon import ManagedDaemon
-from fusion_tui.server.launch import LaunchSpec
-from fusion_tui.server.records import LaunchRecord
+from fusion_tui.server.http.client import LlamaClient
+from fusion_tui.server.process.daemon import ManagedDaemon
+from fusion_tui.server.process.launch import LaunchSpec
+from fusion_tui.server.process.records import LaunchRecord
 from fusion_tui.sessions.model import RequestRecord
 from fusion_tui.status import ServerStatus
 from tests.prompt_words import CODE_WORDS

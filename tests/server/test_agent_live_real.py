@@ -28,7 +28,7 @@ from fusion_tui.agent.protocol import parse_step
 from fusion_tui.agent.task import AgentConfig, AgentDeps
 from fusion_tui.agent.tools.registry import CORE_TOOLS
 from fusion_tui.agent.tools.workspace import Workspace
-from fusion_tui.server.client import LlamaClient
+from fusion_tui.server.http.client import LlamaClient
 from tests.server.real_backend import RealServer, server_fixture
 from tests.unit.test_agent_fakes import FakeSlots
 

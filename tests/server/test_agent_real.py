@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from fusion_tui.paths import AppPaths
-from fusion_tui.server.daemon import ManagedDaemon
+from fusion_tui.server.process.daemon import ManagedDaemon
 from fusion_tui.sessions.store import SessionStore
 from tests.child_env import managed_env
 

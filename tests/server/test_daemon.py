@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from fusion_tui.paths import AppPaths
-from fusion_tui.server.client import LlamaClient
-from fusion_tui.server.daemon import ManagedDaemon
 from fusion_tui.server.errors import DaemonStartError
-from fusion_tui.server.launch import LaunchSpec
-from fusion_tui.server.probe import ready_line
-from fusion_tui.server.process import is_alive
+from fusion_tui.server.http.client import LlamaClient
+from fusion_tui.server.process.daemon import ManagedDaemon
+from fusion_tui.server.process.launch import LaunchSpec
+from fusion_tui.server.process.pids import is_alive
+from fusion_tui.server.process.probe import ready_line
 
 pytestmark = pytest.mark.server
 

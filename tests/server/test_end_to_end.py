@@ -11,11 +11,11 @@ import httpx
 import pytest
 
 from fusion_tui.paths import AppPaths
-from fusion_tui.server.client import LlamaClient
-from fusion_tui.server.daemon import ManagedDaemon
 from fusion_tui.server.errors import ContextExceeded
-from fusion_tui.server.launch import LaunchSpec
-from fusion_tui.server.records import LaunchRecord
+from fusion_tui.server.http.client import LlamaClient
+from fusion_tui.server.process.daemon import ManagedDaemon
+from fusion_tui.server.process.launch import LaunchSpec
+from fusion_tui.server.process.records import LaunchRecord
 from fusion_tui.server.types import PromptProgress, StreamEnd, StreamEvent, TextDelta
 
 pytestmark = pytest.mark.server

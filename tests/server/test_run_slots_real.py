@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from fusion_tui.paths import AppPaths
-from fusion_tui.server.daemon import ManagedDaemon
+from fusion_tui.server.process.daemon import ManagedDaemon
 from tests.child_env import managed_env
 
 pytestmark = pytest.mark.server

@@ -16,10 +16,10 @@ from fusion_tui.launch_choice import LaunchChoice
 from fusion_tui.models_registry import ModelsRegistry
 from fusion_tui.paths import AppPaths
 from fusion_tui.runtime import Connection
-from fusion_tui.server.client import LlamaClient
 from fusion_tui.server.errors import DaemonStartError
-from fusion_tui.server.probe import ProbeResult
-from fusion_tui.server.records import LaunchRecord
+from fusion_tui.server.http.client import LlamaClient
+from fusion_tui.server.process.probe import ProbeResult
+from fusion_tui.server.process.records import LaunchRecord
 from fusion_tui.server.types import Props
 from fusion_tui.status import ServerStatus
 from fusion_tui.tui.screens.launch_wizard import LAUNCH, PICK, PLAN, GGUFTree, LaunchWizard

@@ -14,7 +14,7 @@ from textual.pilot import Pilot
 from fusion_tui.config import Settings
 from fusion_tui.config.settings import UISettings
 from fusion_tui.runtime import Connection
-from fusion_tui.server.probe import ProbeResult
+from fusion_tui.server.process.probe import ProbeResult
 from fusion_tui.status import ServerStatus
 from fusion_tui.tui.app import build_app
 from fusion_tui.tui.screens.main import MainScreen

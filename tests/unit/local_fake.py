@@ -20,8 +20,8 @@ from fusion_tui.config import Settings
 from fusion_tui.config.settings import LocalModelsSettings
 from fusion_tui.paths import AppPaths
 from fusion_tui.runtime import Connection
-from fusion_tui.server.client import LlamaClient
-from fusion_tui.server.records import LaunchRecord
+from fusion_tui.server.http.client import LlamaClient
+from fusion_tui.server.process.records import LaunchRecord
 from fusion_tui.server.types import StreamEvent
 from fusion_tui.status import ServerStatus
 from tests.fakes.fake_server import FakeLlamaServer

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from fusion_tui.server.client import LlamaClient
 from fusion_tui.server.errors import ContextExceeded, ServerHTTPError
-from fusion_tui.server.sse import parse_all
+from fusion_tui.server.http.client import LlamaClient
+from fusion_tui.server.http.sse import parse_all
 from fusion_tui.server.types import PromptProgress, StreamEnd, StreamEvent, TextDelta
 from tests.data.streams.replay import Replay, recorded
 

@@ -7,8 +7,8 @@ import json
 import httpx
 import pytest
 
-from fusion_tui.server.client import LlamaClient
 from fusion_tui.server.errors import ProtocolError, ServerHTTPError
+from fusion_tui.server.http.client import LlamaClient
 
 BASE = "http://127.0.0.1:9"
 MESSAGES = [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}]

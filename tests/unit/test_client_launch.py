@@ -12,17 +12,17 @@ from pathlib import Path
 import pytest
 
 from fusion_tui.paths import AppPaths
-from fusion_tui.server.daemon import ManagedDaemon
 from fusion_tui.server.errors import DaemonStartError
-from fusion_tui.server.launch import LaunchSpec, LaunchSpecError
-from fusion_tui.server.probe import (
+from fusion_tui.server.process.daemon import ManagedDaemon
+from fusion_tui.server.process.launch import LaunchSpec, LaunchSpecError
+from fusion_tui.server.process.probe import (
     ProbeResult,
     load_probe,
     model_display_name,
     ready_line,
     save_probe,
 )
-from fusion_tui.server.records import DaemonFiles, LaunchRecord
+from fusion_tui.server.process.records import DaemonFiles, LaunchRecord
 
 
 def record(pid: int = 4242, argv: list[str] | None = None, **kw: object) -> LaunchRecord:
@@ -228,7 +228,7 @@ def test_idle_slots_are_not_copied_to_the_ram_cache_unless_extra_args_say(tmp_pa
 
 
 def test_log_notes_state_the_plan_and_the_check() -> None:
-    from fusion_tui.server.log_notes import allocation_note, plan_note
+    from fusion_tui.server.process.log_notes import allocation_note, plan_note
 
     fit = {
         "ctx": 8192,

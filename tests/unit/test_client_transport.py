@@ -11,7 +11,6 @@ import anyio
 import httpx
 import pytest
 
-from fusion_tui.server.client import LlamaClient
 from fusion_tui.server.errors import (
     ProtocolError,
     ServerHTTPError,
@@ -20,6 +19,7 @@ from fusion_tui.server.errors import (
     SlotsUnavailable,
     StreamStalled,
 )
+from fusion_tui.server.http.client import LlamaClient
 from fusion_tui.server.types import StreamEnd, TextDelta
 from tests.data.streams.replay import Replay, recorded
 

@@ -7,10 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from fusion_tui.server import crash
-from fusion_tui.server.cpu_quirks import NOTE_AMX, NOTE_OTHER, CpuQuirks, machine_key, read_cpu
 from fusion_tui.server.errors import DaemonStartError
-from fusion_tui.server.probe import ProbeResult, _partial, rate_words
+from fusion_tui.server.process import crash
+from fusion_tui.server.process.cpu_quirks import (
+    NOTE_AMX,
+    NOTE_OTHER,
+    CpuQuirks,
+    machine_key,
+    read_cpu,
+)
+from fusion_tui.server.process.probe import ProbeResult, _partial, rate_words
 from fusion_tui.status import RecentRates, ServerStatus
 
 WARM_LOG = "main: loading model\ncmn: warming up the model with an empty run - please wait\n"

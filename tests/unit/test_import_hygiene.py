@@ -23,7 +23,7 @@ def core_modules() -> list[str]:
 
 def test_there_are_core_modules_to_check() -> None:
     names = core_modules()
-    assert "fusion_tui.server.client" in names
+    assert "fusion_tui.server.http.client" in names
     assert "fusion_tui.gguf.reader" in names
 
 

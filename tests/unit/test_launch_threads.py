@@ -8,7 +8,7 @@ import pytest
 
 from fusion_tui.config.loader import ConfigError, load_settings, settings_to_dict
 from fusion_tui.config.settings import ManagedSettings
-from fusion_tui.server.launch import LaunchSpec, auto_threads
+from fusion_tui.server.process.launch import LaunchSpec, auto_threads
 
 
 def threads_in(argv: list[str]) -> list[str]:

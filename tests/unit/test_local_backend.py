@@ -12,7 +12,7 @@ import pytest
 from fusion_tui.chat.events import Notice, Progress, ReplyDone
 from fusion_tui.chat.local import LocalBackend
 from fusion_tui.paths import AppPaths
-from fusion_tui.server.client import LlamaClient
+from fusion_tui.server.http.client import LlamaClient
 from fusion_tui.server.types import StreamEnd
 from fusion_tui.sessions.store import SessionStore
 from tests.fakes.fake_server import FakeLlamaServer, Reply

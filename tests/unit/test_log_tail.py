@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from fusion_tui.server.log_tail import LogTail
+from fusion_tui.server.process.log_tail import LogTail
 
 
 def test_a_missing_file_reads_nothing(tmp_path: Path) -> None:

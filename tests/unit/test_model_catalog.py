@@ -31,7 +31,7 @@ from fusion_tui.runtime import (
     prepare_beside,
     prepare_model,
 )
-from fusion_tui.server.probe import model_display_name
+from fusion_tui.server.process.probe import model_display_name
 from fusion_tui.status import ServerStatus
 from tests.tinymodels import write_metadata
 from tests.unit.fake_packages import install_fake

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from fusion_tui.server.events import NativeDecoder
+from fusion_tui.server.http.events import NativeDecoder
 from fusion_tui.server.types import StreamEnd, TextDelta
 
 

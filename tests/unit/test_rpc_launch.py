@@ -33,8 +33,8 @@ from fusion_tui.fit.kv import KVConfig, estimate_kv
 from fusion_tui.paths import AppPaths
 from fusion_tui.runtime import plan_spec
 from fusion_tui.server.errors import DaemonStartError
-from fusion_tui.server.launch import LaunchSpec, LaunchSpecError
-from fusion_tui.server.log_notes import plan_note
+from fusion_tui.server.process.launch import LaunchSpec, LaunchSpecError
+from fusion_tui.server.process.log_notes import plan_note
 from tests.tinymodels import write_metadata
 from tests.unit.test_kv import make
 

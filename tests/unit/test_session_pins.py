@@ -13,8 +13,8 @@ from fusion_tui.config import Settings
 from fusion_tui.config.settings import EndpointSettings, ServerSettings
 from fusion_tui.endpoints.session_pins import EndpointPins, wants_endpoints
 from fusion_tui.runtime import Connection
-from fusion_tui.server.client import LlamaClient
-from fusion_tui.server.probe import ProbeResult
+from fusion_tui.server.http.client import LlamaClient
+from fusion_tui.server.process.probe import ProbeResult
 from fusion_tui.status import ServerStatus
 from tests.fakes.fake_server import FakeLlamaServer
 

@@ -20,9 +20,9 @@ from fusion_tui.agent.task import AgentConfig
 from fusion_tui.agent.tools.workspace import Workspace
 from fusion_tui.agent.transcript import load_transcript, packer_path
 from fusion_tui.runtime import Connection
-from fusion_tui.server.client import LlamaClient
-from fusion_tui.server.probe import ProbeResult
-from fusion_tui.server.records import LaunchRecord
+from fusion_tui.server.http.client import LlamaClient
+from fusion_tui.server.process.probe import ProbeResult
+from fusion_tui.server.process.records import LaunchRecord
 from fusion_tui.server.types import StreamEnd, StreamEvent, TextDelta, Timings
 from fusion_tui.sessions.model import Session, SessionFileError
 from fusion_tui.sessions.store import SessionNotFound, SessionStore

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fusion_tui.server.errors import ProtocolError
-from fusion_tui.server.sse import SSEParser, parse_all
+from fusion_tui.server.http.sse import SSEParser, parse_all
 
 STREAMS = Path(__file__).resolve().parents[1] / "data" / "streams"
 

@@ -16,7 +16,7 @@ from textual.widgets.option_list import Option
 
 from fusion_tui.models.catalog import CATALOG, DEMO_MODEL, CatalogModel
 from fusion_tui.models_registry import ModelsRegistry
-from fusion_tui.server.probe import model_display_name
+from fusion_tui.server.process.probe import model_display_name
 
 ModelPick = Path | CatalogModel
 """What an option of the list stands for: a file, or a catalogue model still to assemble."""

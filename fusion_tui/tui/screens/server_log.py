@@ -14,7 +14,7 @@ from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widgets import Footer, Log, Static
 
-from fusion_tui.server.log_tail import LogTail
+from fusion_tui.server.process.log_tail import LogTail
 from fusion_tui.tui.bindings import CLOSE_BINDING
 
 MAX_LINES = 5000

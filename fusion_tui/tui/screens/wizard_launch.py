@@ -23,7 +23,7 @@ from fusion_tui.models_registry import ModelsRegistry
 from fusion_tui.paths import AppPaths
 from fusion_tui.runtime import Connection
 from fusion_tui.server.errors import DaemonStartError
-from fusion_tui.server.probe import model_display_name, ready_line
+from fusion_tui.server.process.probe import model_display_name, ready_line
 from fusion_tui.status import ServerStatus
 
 PICK, PLAN, LAUNCH = 1, 2, 3

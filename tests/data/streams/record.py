@@ -23,8 +23,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2]))
 
 from fusion_tui.demo_model import demo_model_path  # noqa: E402
-from fusion_tui.server.binary import find_llama_server  # noqa: E402
-from fusion_tui.server.launch import LaunchSpec  # noqa: E402
+from fusion_tui.server.process.binary import find_llama_server  # noqa: E402
+from fusion_tui.server.process.launch import LaunchSpec  # noqa: E402
 
 LONG = " ".join(f"word{i}" for i in range(900))
 CASES: list[tuple[str, str, str, dict[str, Any] | None]] = [

@@ -24,9 +24,9 @@ import anyio
 
 from fusion_tui.gguf.reader import GGUFError, read_header
 from fusion_tui.models.catalog import catalog_title
-from fusion_tui.server.client import LlamaClient
 from fusion_tui.server.errors import ProtocolError
-from fusion_tui.server.records import LaunchRecord, read_json, write_json
+from fusion_tui.server.http.client import LlamaClient
+from fusion_tui.server.process.records import LaunchRecord, read_json, write_json
 from fusion_tui.server.types import StreamEnd, TextDelta
 
 PROBE_FILE = "probe.json"

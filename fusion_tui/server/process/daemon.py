@@ -28,14 +28,15 @@ from typing import Any
 import anyio
 
 from fusion_tui.paths import AppPaths
-from fusion_tui.server import crash
-from fusion_tui.server.binary import find_llama_server
-from fusion_tui.server.child import HOST, BindFailed, ChildWatch, StatusCallback
-from fusion_tui.server.client import LlamaClient
-from fusion_tui.server.cpu_quirks import REPACK_OFF_ARG, CpuQuirks, has_repack_off
 from fusion_tui.server.errors import DaemonStartError, ServerError
-from fusion_tui.server.launch import LaunchSpec, LaunchSpecError
-from fusion_tui.server.probe import (
+from fusion_tui.server.http.client import LlamaClient
+from fusion_tui.server.process import crash
+from fusion_tui.server.process.binary import find_llama_server
+from fusion_tui.server.process.child import HOST, BindFailed, ChildWatch, StatusCallback
+from fusion_tui.server.process.cpu_quirks import REPACK_OFF_ARG, CpuQuirks, has_repack_off
+from fusion_tui.server.process.launch import LaunchSpec, LaunchSpecError
+from fusion_tui.server.process.pids import is_ours, owner_alive, start_time
+from fusion_tui.server.process.probe import (
     ProbeResult,
     for_record,
     load_probe,
@@ -43,10 +44,9 @@ from fusion_tui.server.probe import (
     probe_path,
     save_probe,
 )
-from fusion_tui.server.process import is_ours, owner_alive, start_time
-from fusion_tui.server.records import LaunchRecord
-from fusion_tui.server.server_log import LOG_MAX_BYTES
-from fusion_tui.server.start_lock import start_lock
+from fusion_tui.server.process.records import LaunchRecord
+from fusion_tui.server.process.server_log import LOG_MAX_BYTES
+from fusion_tui.server.process.start_lock import start_lock
 
 MAX_BIND_ATTEMPTS = 3
 PROBE_BOUND_S = 30.0

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fusion_tui.server.records import read_json, write_json
+from fusion_tui.server.process.records import read_json, write_json
 
 QUIRKS_FILE = "cpu-quirks.json"
 REPACK_OFF_FLAGS = ("--no-repack", "-nr")

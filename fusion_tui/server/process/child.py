@@ -23,16 +23,16 @@ import anyio
 from fusion_tui.fit.allocation import parse_allocated_kv_bytes
 from fusion_tui.fit.devices import device_allocation_note
 from fusion_tui.paths import AppPaths
-from fusion_tui.server import crash
-from fusion_tui.server.binary import HOW_TO_GET_ONE
-from fusion_tui.server.client import LlamaClient
-from fusion_tui.server.cpu_quirks import has_repack_off
 from fusion_tui.server.errors import DaemonStartError, ServerError, ServerLoading
-from fusion_tui.server.launch import LaunchSpec
-from fusion_tui.server.log_notes import allocation_note, plan_note
-from fusion_tui.server.process import is_alive, signal_process, start_time
-from fusion_tui.server.records import DaemonFiles, LaunchRecord
-from fusion_tui.server.server_log import LOG_NAME, ServerLog
+from fusion_tui.server.http.client import LlamaClient
+from fusion_tui.server.process import crash
+from fusion_tui.server.process.binary import HOW_TO_GET_ONE
+from fusion_tui.server.process.cpu_quirks import has_repack_off
+from fusion_tui.server.process.launch import LaunchSpec
+from fusion_tui.server.process.log_notes import allocation_note, plan_note
+from fusion_tui.server.process.pids import is_alive, signal_process, start_time
+from fusion_tui.server.process.records import DaemonFiles, LaunchRecord
+from fusion_tui.server.process.server_log import LOG_NAME, ServerLog
 
 HOST = "127.0.0.1"
 StatusCallback = Callable[[str], None]

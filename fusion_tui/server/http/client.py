@@ -17,9 +17,9 @@ from types import TracebackType
 from typing import Any, Literal
 
 from fusion_tui.server.errors import ProtocolError
-from fusion_tui.server.events import ChatDecoder, NativeDecoder
-from fusion_tui.server.sse import DONE
-from fusion_tui.server.transport import DEFAULT_TIMEOUT, MAX_BODY_BYTES, ServerHTTP
+from fusion_tui.server.http.events import ChatDecoder, NativeDecoder
+from fusion_tui.server.http.sse import DONE
+from fusion_tui.server.http.transport import DEFAULT_TIMEOUT, MAX_BODY_BYTES, ServerHTTP
 from fusion_tui.server.types import Props, SlotState, StreamEvent
 
 __all__ = ["DEFAULT_TIMEOUT", "MAX_BODY_BYTES", "LlamaClient", "SlotAction"]

@@ -35,8 +35,8 @@ from fusion_tui.server.errors import (
     ServerUnreachable,
     StreamStalled,
 )
-from fusion_tui.server.httperrors import error_from_body
-from fusion_tui.server.sse import MAX_LINE_BYTES, SSEParser
+from fusion_tui.server.http.error_bodies import error_from_body
+from fusion_tui.server.http.sse import MAX_LINE_BYTES, SSEParser
 
 DEFAULT_TIMEOUT = 30.0
 MAX_BODY_BYTES = 16 * 1024 * 1024

@@ -19,7 +19,7 @@ import json
 from typing import Any
 
 from fusion_tui.server.errors import ProtocolError
-from fusion_tui.server.httperrors import error_from_object
+from fusion_tui.server.http.error_bodies import error_from_object
 from fusion_tui.server.types import (
     PromptProgress,
     StreamEnd,
