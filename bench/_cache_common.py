@@ -22,7 +22,7 @@ from fusion_tui.chat.local_side_calls import SYSTEM_PROMPT
 from fusion_tui.config import Settings
 from fusion_tui.config.settings import LocalModelsSettings, ManagedSettings
 from fusion_tui.paths import AppPaths
-from fusion_tui.runtime import Connection, plan_for
+from fusion_tui.server.connect import Connection, plan_for
 from fusion_tui.server.http.client import LlamaClient
 from fusion_tui.server.process.binary import find_llama_server
 from fusion_tui.server.process.daemon import ManagedDaemon
@@ -222,7 +222,7 @@ class TracedClient(LlamaClient):
 
 @dataclass(frozen=True)
 class ServerConfig:
-    """One launch shape: the model and the product's plan for it (`runtime.plan_for`)."""
+    """One launch shape: the model and the product's plan for it (`server.connect.plan_for`)."""
 
     name: str
     model: Path

@@ -37,7 +37,7 @@ from fusion_tui.chat.events import Compacted, ReplyDone
 from fusion_tui.chat.local import LocalBackend
 from fusion_tui.chat.slot_keeper import SlotKeeper
 from fusion_tui.chat.titles import TITLE_TOKENS, title_messages
-from fusion_tui.runtime import Connection
+from fusion_tui.server.connect import Connection
 from fusion_tui.server.errors import ContextExceeded, ServerError
 from fusion_tui.server.types import StreamEvent
 from fusion_tui.sessions.model import Session

@@ -4,7 +4,7 @@ Each problem becomes an agent task: a fresh workspace holds `solution.py` (the p
 a body that only raises) and the task asks for the function. Afterwards the problem's own test
 runs on whatever solution.py holds (`_humaneval_core.run_check`). Three clients, interleaved per
 problem so that load drift hits them alike, share ONE llama-server that the bench starts the way
-`fusion-tui launch` does (`fusion_tui.runtime.connect`: the same model resolution, fitted plan and
+`fusion-tui launch` does (`server.connect.connect`: the same model resolution, fitted plan and
 argv users get, plus `--metrics`; in a home folder of its own, so no user's daemon is adopted or
 stopped) and stops at the end:
 - `fusion`: `fusion-tui run TASK --new --yes --workspace DIR --json` (`--fusion-cmd`: another
@@ -70,7 +70,7 @@ from _humaneval_core import (
 
 from fusion_tui.config import load_settings
 from fusion_tui.paths import AppPaths
-from fusion_tui.runtime import connect, make_daemon
+from fusion_tui.server.connect import connect, make_daemon
 from fusion_tui.status import ServerStatus
 
 CLIENTS = ("fusion", "single-shot", "aider")

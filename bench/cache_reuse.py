@@ -1,7 +1,7 @@
 """Benchmark: prompt tokens evaluated and first-token time, fusion-tui's slot policy against a
 plain OpenAI-style client (whole history every time, no `id_slot`, no pinning, no saved slots:
 what oterm, elia and opencode send), on the real server, same launch settings (the product's
-own plan: `runtime.plan_for`), in the same run.
+own plan: `server.connect.plan_for`), in the same run.
 
 Phases (`--phases a,b`). Each policy has its own daemon, launched with the same settings; the
 two run side by side and the policies take turns step by step (ABBA order, never two requests of

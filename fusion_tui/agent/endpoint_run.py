@@ -26,7 +26,7 @@ from fusion_tui.agent.request import CompletionFn, StreamRestart
 from fusion_tui.endpoints.context_fit import check_moved
 from fusion_tui.endpoints.placement import Pin, Placement, check_pin, failover
 from fusion_tui.endpoints.session_pins import EndpointPins, Route
-from fusion_tui.runtime import Connection
+from fusion_tui.server.connect import Connection
 from fusion_tui.server.errors import ProtocolError, ServerUnreachable, StreamStalled
 from fusion_tui.server.types import StreamEvent
 from fusion_tui.sessions import model as sm

@@ -19,7 +19,7 @@ from fusion_tui.agent.prompt import MachineFacts, PrefixReuse, TemplateFrame, bu
 from fusion_tui.agent.request import CompletionFn
 from fusion_tui.agent.task import tools_for
 from fusion_tui.agent.tools.registry import CORE_TOOLS
-from fusion_tui.runtime import Connection
+from fusion_tui.server.connect import Connection
 from fusion_tui.server.process.probe import model_display_name
 from fusion_tui.server.types import StreamEvent
 from fusion_tui.sessions import model as sm

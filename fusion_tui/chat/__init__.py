@@ -3,6 +3,6 @@
 The seam between the screens and the core: the typed `Backend` protocol, its two backends (the
 plain chat, `local.py`, and agent mode, `agent_backend.py`), the one factory that builds them, and
 the one slot policy of every path (`SlotKeeper`), with compaction, titles and several endpoints.
-It may import the agent and the core (`runtime`, `sessions`, `slots`, `endpoints`, `server`,
-`config`, top-level modules); never `fusion_tui.tui` or `fusion_tui.cli`, nor Textual or Rich.
+It may import the agent and the core (`sessions`, `slots`, `endpoints`, `server`, `config`,
+top-level modules); never `fusion_tui.tui` or `fusion_tui.cli`, nor Textual or Rich.
 """

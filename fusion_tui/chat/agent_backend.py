@@ -58,12 +58,12 @@ from fusion_tui.config import Settings
 from fusion_tui.endpoints.placement import Placement
 from fusion_tui.endpoints.session_pins import EndpointPins, wants_endpoints
 from fusion_tui.paths import AppPaths
-from fusion_tui.runtime import Connection, connect, release, stops_on_exit
+from fusion_tui.server.connect import Connection, connect, release, stops_on_exit
 from fusion_tui.server.errors import ServerError
+from fusion_tui.server.sigill_recovery import sigill_after_serving
 from fusion_tui.server.types import PromptProgress, StreamEnd, TextDelta, Timings
 from fusion_tui.sessions.model import Session
 from fusion_tui.sessions.store import SessionStore
-from fusion_tui.sigill_recovery import sigill_after_serving
 from fusion_tui.status import ServerStatus
 
 Connect = Callable[..., Awaitable[Connection]]

@@ -22,7 +22,7 @@ from fusion_tui.chat.events import Notice, ReplyEvent, TurnEndpoint
 from fusion_tui.chat.slot_keeper import SlotKeeper
 from fusion_tui.config import Settings
 from fusion_tui.endpoints.session_pins import EndpointPins, Route
-from fusion_tui.runtime import Connection
+from fusion_tui.server.connect import Connection
 from fusion_tui.slots.gate import SlotGate
 
 

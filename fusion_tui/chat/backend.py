@@ -13,7 +13,7 @@ from collections.abc import AsyncGenerator, Callable
 from typing import NamedTuple, Protocol
 
 from fusion_tui.chat.events import ReplyEvent
-from fusion_tui.runtime import Connection
+from fusion_tui.server.connect import Connection
 from fusion_tui.server.errors import ServerError
 from fusion_tui.server.types import SlotState
 from fusion_tui.sessions.model import Message

@@ -33,7 +33,7 @@ from fusion_tui.endpoints.session_pins import (
     wants_endpoints,
 )
 from fusion_tui.paths import AppPaths
-from fusion_tui.runtime import Connection, release, stops_on_exit
+from fusion_tui.server.connect import Connection, release, stops_on_exit
 from fusion_tui.server.types import StreamEnd
 from fusion_tui.sessions.model import Session
 

@@ -37,12 +37,12 @@ from fusion_tui.chat.slot_keeper import SlotKeeper
 from fusion_tui.clock import REAL_CLOCK, Clock
 from fusion_tui.config import Settings
 from fusion_tui.paths import AppPaths
-from fusion_tui.runtime import Connection, connect, release, stops_on_exit
+from fusion_tui.server.connect import Connection, connect, release, stops_on_exit
 from fusion_tui.server.errors import ContextExceeded, ServerError, StreamStalled
+from fusion_tui.server.sigill_recovery import sigill_after_serving
 from fusion_tui.server.types import StreamEnd, TextDelta
 from fusion_tui.sessions.model import Outcome, Session, WallClock
 from fusion_tui.sessions.store import SessionStore
-from fusion_tui.sigill_recovery import sigill_after_serving
 from fusion_tui.slots.archive import DEFAULT_MAX_BYTES
 from fusion_tui.slots.side_calls import SideCallQueue
 from fusion_tui.status import ServerStatus

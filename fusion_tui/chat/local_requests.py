@@ -21,7 +21,7 @@ from fusion_tui.clock import Clock
 from fusion_tui.config import Settings
 from fusion_tui.endpoints.session_pins import EndpointPins
 from fusion_tui.paths import AppPaths
-from fusion_tui.runtime import Connection
+from fusion_tui.server.connect import Connection
 from fusion_tui.server.errors import ProtocolError, ServerUnreachable
 from fusion_tui.server.types import PromptProgress, StreamEnd, StreamEvent, TextDelta
 from fusion_tui.sessions.model import Outcome, Session, WallClock

@@ -15,7 +15,7 @@ from fusion_tui.config import Settings
 from fusion_tui.endpoints.model import not_stopped
 from fusion_tui.endpoints.session_pins import EndpointPins
 from fusion_tui.paths import AppPaths
-from fusion_tui.runtime import Connection, make_daemon
+from fusion_tui.server.connect import Connection, make_daemon
 
 NOT_OURS = "this server was not launched by fusion-tui; it is not ours to stop"
 

@@ -23,7 +23,7 @@ from fusion_tui.chat.warm import (
     save_sessions_before_stop,
     server_facts,
 )
-from fusion_tui.runtime import Connection
+from fusion_tui.server.connect import Connection
 from fusion_tui.server.errors import ServerError
 from fusion_tui.sessions.model import ServerIdentity, Session
 from fusion_tui.sessions.store import SessionStore

@@ -10,7 +10,7 @@ owners, the prompt totals in flight, the sessions whose slot lives on disk only)
 from __future__ import annotations
 
 from fusion_tui.chat.warm import server_facts
-from fusion_tui.runtime import Connection
+from fusion_tui.server.connect import Connection
 from fusion_tui.server.errors import ServerError
 from fusion_tui.server.types import SlotState
 from fusion_tui.sessions.model import Session

@@ -15,7 +15,7 @@ from typing import Any
 
 from fusion_tui.agent.prompt import TemplateFrame
 from fusion_tui.chat.chat_prompt import ChatSummary, chat_prompt
-from fusion_tui.runtime import Connection
+from fusion_tui.server.connect import Connection
 from fusion_tui.sessions.model import Message
 
 TITLE_TOKENS = 16

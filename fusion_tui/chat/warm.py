@@ -12,7 +12,7 @@ import anyio
 from fusion_tui.clock import Clock
 from fusion_tui.config import Settings
 from fusion_tui.paths import AppPaths
-from fusion_tui.runtime import Connection, make_daemon
+from fusion_tui.server.connect import Connection, make_daemon
 from fusion_tui.server.errors import ServerError, StreamStalled
 from fusion_tui.server.http.client import LlamaClient
 from fusion_tui.server.types import StreamEvent

@@ -151,7 +151,7 @@ def check_model(
     """The GGUF that would load and what its header says (a catalogue model not assembled yet
     is assembled here, as the first launch would, `progress` saying how far it got)."""
     from fusion_tui.gguf.facts import read_model_facts
-    from fusion_tui.runtime import PICK_ANOTHER, ModelNotFound, choose_model, prepare_model
+    from fusion_tui.server.connect import PICK_ANOTHER, ModelNotFound, choose_model, prepare_model
 
     fix_pick = (
         f"set `localModels.model` in the config (or pass --model) to one of {short_names()} or "
@@ -180,7 +180,7 @@ def check_model(
 
 def check_memory(settings: Settings, model: Path | None) -> Check:
     """Available memory, the weights, and the context that fits (the launch's own fit)."""
-    from fusion_tui.runtime import plan_for
+    from fusion_tui.server.connect import plan_for
 
     if model is None:
         return Check("memory", False, "not checked: no usable model", "fix the model first")

@@ -17,7 +17,7 @@ from fusion_tui.cli.model_args import (
 from fusion_tui.fit.inspect import format_report, inspect_model
 from fusion_tui.fit.kv import CACHE_TYPES, KVConfigError
 from fusion_tui.gguf.reader import GGUFError
-from fusion_tui.runtime import ModelNotFound, choose_model, prepare_model
+from fusion_tui.server.connect import ModelNotFound, choose_model, prepare_model
 
 EXIT_BAD_INPUT = 2
 

@@ -10,7 +10,7 @@ import anyio
 
 from fusion_tui.cli.common import Context, Subparsers
 from fusion_tui.cli.model_args import MODEL_HELP, add_model_positional, model_argument
-from fusion_tui.runtime import connect
+from fusion_tui.server.connect import connect
 from fusion_tui.server.process.probe import ready_line
 from fusion_tui.status import ServerStatus
 

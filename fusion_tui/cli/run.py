@@ -42,7 +42,7 @@ from fusion_tui.cli.printer import Printer
 from fusion_tui.config import Settings
 from fusion_tui.endpoints.session_pins import EndpointPins, wants_endpoints
 from fusion_tui.paths import AppPaths
-from fusion_tui.runtime import Connection, connect, release, stops_on_exit
+from fusion_tui.server.connect import Connection, connect, release, stops_on_exit
 from fusion_tui.server.errors import ServerError
 from fusion_tui.sessions.model import Session, SessionFileError, WallClock
 from fusion_tui.sessions.store import SessionStore, SessionStoreError

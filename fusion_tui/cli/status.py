@@ -14,7 +14,7 @@ import anyio
 
 from fusion_tui.cli.common import Context, Subparsers
 from fusion_tui.endpoints.status import endpoints_json
-from fusion_tui.runtime import make_daemon
+from fusion_tui.server.connect import make_daemon
 from fusion_tui.server.errors import ServerError
 from fusion_tui.server.http.client import LlamaClient
 from fusion_tui.server.process.probe import model_display_name, ready_line

@@ -12,7 +12,7 @@ import anyio
 from fusion_tui.chat.warm import save_before_daemon_stop
 from fusion_tui.cli.common import Context, Subparsers
 from fusion_tui.endpoints.model import not_stopped, remote_labels
-from fusion_tui.runtime import make_daemon
+from fusion_tui.server.connect import make_daemon
 
 
 def register(subparsers: Subparsers) -> None:

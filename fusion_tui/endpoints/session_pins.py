@@ -3,8 +3,8 @@
 The backends (the chat's `LocalBackend`, the agent's `AgentHost` for `fusion-tui run`) hold one
 when more than one endpoint is configured; with one endpoint they hold none and behave exactly as
 a single-server app. It owns the registry and the health watcher, keeps a `Connection` per
-endpoint (the managed one is the connection `runtime.connect` made), the pins of the sessions this
-process placed, our requests in flight per endpoint, and the measured speeds; every decision is
+endpoint (the managed one is the connection `server.connect.connect` made), the pins of the sessions
+this process placed, our requests in flight per endpoint, and the measured speeds; every decision is
 one of the pure placement functions (`place_new`, `place_resumed`, `check_pin`, `failover`).
 """
 
@@ -29,7 +29,7 @@ from fusion_tui.endpoints.placement import (
 from fusion_tui.endpoints.registry import ClientFactory, EndpointRegistry
 from fusion_tui.endpoints.slot_groups import EndpointSlots
 from fusion_tui.models.catalog import catalog_model, default_model
-from fusion_tui.runtime import Connection
+from fusion_tui.server.connect import Connection
 from fusion_tui.server.errors import (
     BinaryNotFound,
     DaemonStartError,

@@ -19,10 +19,10 @@ from fusion_tui.config import Settings
 from fusion_tui.config.loader import config_path
 from fusion_tui.config.persist import PersistError, persist_setting
 from fusion_tui.config.theme_files import APP_VARIABLES
-from fusion_tui.launch_choice import LaunchChoice
 from fusion_tui.models.catalog import short_name_of
 from fusion_tui.paths import AppPaths
-from fusion_tui.runtime import Connection
+from fusion_tui.server.connect import Connection
+from fusion_tui.server.launch_choice import LaunchChoice
 from fusion_tui.status import ServerStatus
 from fusion_tui.tui import bindings as ids
 from fusion_tui.tui.approver import TuiApprover
@@ -251,7 +251,7 @@ class FusionApp(App[None]):
         ctx: int | None = None,
     ) -> Connection:
         """Close the current backend first: its close() stops the daemon it launched."""
-        from fusion_tui.runtime import connect
+        from fusion_tui.server.connect import connect
 
         await self.backend.close()
         self._backend_released = True

@@ -19,7 +19,7 @@ from fusion_tui.config.settings import UISettings
 from fusion_tui.paths import AppPaths
 from fusion_tui.server.process.cpu_quirks import NOTE_AMX, NOTE_OTHER, CpuQuirks, read_cpu
 from fusion_tui.server.process.daemon import ManagedDaemon
-from fusion_tui.sigill_recovery import sigill_after_serving
+from fusion_tui.server.sigill_recovery import sigill_after_serving
 from fusion_tui.tui.app import build_app
 from fusion_tui.tui.key_clock import KeyClock
 from fusion_tui.tui.screens.main import MainScreen
@@ -112,7 +112,7 @@ async def test_a_server_already_without_repacking_is_not_relaunched_for_sigill(
     binary = fake_binary(tmp_path / "bin", "ok")
     conn_settings = settings(binary, model)
     daemon = ManagedDaemon(app_home, binary=binary)
-    from fusion_tui.runtime import connect
+    from fusion_tui.server.connect import connect
 
     conn = await connect(conn_settings, app_home)
     try:

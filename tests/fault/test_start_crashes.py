@@ -19,7 +19,7 @@ import fusion_tui.server.process.daemon as daemon_mod
 from fusion_tui.cli import main
 from fusion_tui.config import Settings
 from fusion_tui.paths import AppPaths
-from fusion_tui.runtime import ModelNotFound, connect
+from fusion_tui.server.connect import ModelNotFound, connect
 from fusion_tui.server.errors import DaemonStartError, ServerError
 from fusion_tui.server.http.client import LlamaClient
 from fusion_tui.server.process.cpu_quirks import NOTE_AMX, NOTE_OTHER, read_cpu

@@ -18,7 +18,7 @@ from fusion_tui.chat.local import LocalBackend
 from fusion_tui.config import Settings
 from fusion_tui.config.settings import LLMSettings, LocalModelsSettings, ManagedSettings
 from fusion_tui.paths import AppPaths
-from fusion_tui.runtime import Connection
+from fusion_tui.server.connect import Connection
 from fusion_tui.server.http.client import LlamaClient
 from fusion_tui.server.process.daemon import ManagedDaemon
 from fusion_tui.server.process.launch import LaunchSpec

@@ -10,7 +10,7 @@ import pytest
 
 from fusion_tui.config import Settings
 from fusion_tui.paths import AppPaths
-from fusion_tui.runtime import plan_for, plan_spec
+from fusion_tui.server.connect import plan_for, plan_spec
 from fusion_tui.server.http.client import LlamaClient
 from fusion_tui.server.process.daemon import ManagedDaemon
 

@@ -27,7 +27,7 @@ from fusion_tui.config.settings import (
     ServerSettings,
 )
 from fusion_tui.paths import AppPaths
-from fusion_tui.runtime import connect, release
+from fusion_tui.server.connect import connect, release
 from fusion_tui.server.types import TextDelta
 
 pytestmark = pytest.mark.server

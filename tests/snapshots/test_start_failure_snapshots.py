@@ -7,7 +7,7 @@ from typing import Any
 
 from fusion_tui.config import Settings
 from fusion_tui.config.settings import UISettings
-from fusion_tui.runtime import PICK_ANOTHER, ModelNotFound
+from fusion_tui.server.connect import PICK_ANOTHER, ModelNotFound
 from fusion_tui.server.process import crash
 from fusion_tui.server.errors import DaemonStartError
 from fusion_tui.status import ServerStatus

@@ -19,7 +19,7 @@ from fusion_tui.chat.backend import (
     Unavailable,
 )
 from fusion_tui.chat.events import ReplyDone, ReplyEvent, StreamEnd, TextDelta
-from fusion_tui.runtime import Connection
+from fusion_tui.server.connect import Connection
 from fusion_tui.server.types import Timings
 from fusion_tui.status import ServerStatus
 

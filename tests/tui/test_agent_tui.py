@@ -15,8 +15,8 @@ from fusion_tui.agent.approval import ApprovalRequest, Decision
 from fusion_tui.chat.agent_backend import AgentBackend
 from fusion_tui.config import Settings
 from fusion_tui.config.settings import ServerSettings, UISettings
-from fusion_tui.launch_choice import LaunchChoice
 from fusion_tui.paths import AppPaths
+from fusion_tui.server.launch_choice import LaunchChoice
 from fusion_tui.sessions.store import SessionStore
 from fusion_tui.tui.app import build_app
 from fusion_tui.tui.approver import TuiApprover
@@ -247,16 +247,16 @@ async def test_an_agent_session_survives_a_relaunch_with_its_tools_and_approver(
 async def test_the_slot_map_works_in_agent_mode_and_shows_the_next_server_while_launching(
     srv: FakeLlamaServer, app_home: AppPaths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import fusion_tui.runtime
+    import fusion_tui.server.connect
 
-    real_connect = fusion_tui.runtime.connect
+    real_connect = fusion_tui.server.connect.connect
     launched = asyncio.Event()
 
     async def slow_connect(*args: Any, **kwargs: Any) -> Any:
         await launched.wait()  # the wizard is still launching
         return await real_connect(*args, **kwargs)
 
-    monkeypatch.setattr(fusion_tui.runtime, "connect", slow_connect)
+    monkeypatch.setattr(fusion_tui.server.connect, "connect", slow_connect)
     settings = Settings(
         server=ServerSettings(mode="external", url=srv.url), ui=UISettings(cursor_blink=False)
     )

@@ -12,12 +12,12 @@ from textual.widgets import Button, Input, OptionList, Static
 
 from fusion_tui.config import Settings
 from fusion_tui.config.settings import LocalModelsSettings, ManagedSettings, UISettings
-from fusion_tui.launch_choice import LaunchChoice
 from fusion_tui.models_registry import ModelsRegistry
 from fusion_tui.paths import AppPaths
-from fusion_tui.runtime import Connection
+from fusion_tui.server.connect import Connection
 from fusion_tui.server.errors import DaemonStartError
 from fusion_tui.server.http.client import LlamaClient
+from fusion_tui.server.launch_choice import LaunchChoice
 from fusion_tui.server.process.probe import ProbeResult
 from fusion_tui.server.process.records import LaunchRecord
 from fusion_tui.server.types import Props
@@ -47,7 +47,8 @@ class _Client:
 
 
 class FakeLauncher:
-    """Shaped like `runtime.connect`: reports stages, then returns a Connection, fails or hangs."""
+    """Shaped like `server.connect.connect`: reports stages, then returns a Connection, fails or
+    hangs."""
 
     def __init__(
         self,

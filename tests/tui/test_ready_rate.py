@@ -13,7 +13,7 @@ from textual.pilot import Pilot
 
 from fusion_tui.config import Settings
 from fusion_tui.config.settings import UISettings
-from fusion_tui.runtime import Connection
+from fusion_tui.server.connect import Connection
 from fusion_tui.server.process.probe import ProbeResult
 from fusion_tui.status import ServerStatus
 from fusion_tui.tui.app import build_app
@@ -83,7 +83,8 @@ async def test_a_rate_landing_after_the_toast_went_gets_its_own_toast() -> None:
 
 
 class LauncherProbingLater(FakeLauncher):
-    """Returns the connection before its probe, as `runtime.connect` does on a fresh launch."""
+    """Returns the connection before its probe, as `server.connect.connect` does on a fresh
+    launch."""
 
     conn: Connection | None = None
     say: StatusCallback | None = None

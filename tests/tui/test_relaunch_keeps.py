@@ -13,8 +13,8 @@ from fusion_tui.chat.agent_backend import AgentBackend
 from fusion_tui.config import Settings
 from fusion_tui.config.loader import load_settings
 from fusion_tui.config.settings import ServerSettings, UISettings
-from fusion_tui.launch_choice import LaunchChoice
 from fusion_tui.paths import AppPaths
+from fusion_tui.server.launch_choice import LaunchChoice
 from fusion_tui.tui.app import build_app
 from fusion_tui.tui.widgets.chat_message import ChatMessage
 from tests.fakes.fake_server import FakeLlamaServer, Reply

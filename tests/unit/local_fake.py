@@ -19,7 +19,7 @@ from fusion_tui.chat.local import LocalBackend
 from fusion_tui.config import Settings
 from fusion_tui.config.settings import LocalModelsSettings
 from fusion_tui.paths import AppPaths
-from fusion_tui.runtime import Connection
+from fusion_tui.server.connect import Connection
 from fusion_tui.server.http.client import LlamaClient
 from fusion_tui.server.process.records import LaunchRecord
 from fusion_tui.server.types import StreamEvent

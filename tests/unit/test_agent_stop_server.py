@@ -18,7 +18,7 @@ from fusion_tui.chat.backend import Unavailable
 from fusion_tui.chat.events import ReplyDone, ReplyEvent
 from fusion_tui.config.settings import EndpointSettings, ServerSettings
 from fusion_tui.paths import AppPaths
-from fusion_tui.runtime import Connection
+from fusion_tui.server.connect import Connection
 from fusion_tui.server.errors import ServerError
 from fusion_tui.sessions.store import SessionStore
 from tests.fakes.fake_server import FakeLlamaServer, Reply

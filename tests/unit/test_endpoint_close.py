@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from fusion_tui import runtime
 from fusion_tui.chat.local import LocalBackend
 from fusion_tui.config.settings import EndpointSettings, ServerSettings
 from fusion_tui.paths import AppPaths
-from fusion_tui.runtime import Connection
+from fusion_tui.server import connect
+from fusion_tui.server.connect import Connection
 from fusion_tui.sessions.store import SessionStore
 from tests.fakes.fake_server import FakeLlamaServer
 from tests.unit.endpoint_support import RecordingDaemon
@@ -25,7 +25,7 @@ from tests.unit.local_fake import DiskFake, connector_for, fast_settings, turn
 @pytest.fixture
 def daemon(monkeypatch: pytest.MonkeyPatch) -> RecordingDaemon:
     fake = RecordingDaemon()
-    monkeypatch.setattr(runtime, "make_daemon", lambda _s, _p: fake)
+    monkeypatch.setattr(connect, "make_daemon", lambda _s, _p: fake)
     return fake
 
 

@@ -24,7 +24,7 @@ from fusion_tui.models.catalog import (
     short_name_of,
 )
 from fusion_tui.models.packaged import PackagedFile, Part
-from fusion_tui.runtime import (
+from fusion_tui.server.connect import (
     ModelChoice,
     ModelNotFound,
     choose_model,

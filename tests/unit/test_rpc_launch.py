@@ -31,7 +31,7 @@ from fusion_tui.fit.devices import (
 )
 from fusion_tui.fit.kv import KVConfig, estimate_kv
 from fusion_tui.paths import AppPaths
-from fusion_tui.runtime import plan_spec
+from fusion_tui.server.connect import plan_spec
 from fusion_tui.server.errors import DaemonStartError
 from fusion_tui.server.process.launch import LaunchSpec, LaunchSpecError
 from fusion_tui.server.process.log_notes import plan_note

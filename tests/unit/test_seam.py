@@ -22,7 +22,7 @@ from fusion_tui.clock import sleep_until
 from fusion_tui.config import Settings
 from fusion_tui.config.settings import LocalModelsSettings, ManagedSettings
 from fusion_tui.paths import AppPaths
-from fusion_tui.runtime import Connection, stops_on_exit
+from fusion_tui.server.connect import Connection, stops_on_exit
 from fusion_tui.server.http.client import LlamaClient
 from fusion_tui.server.types import Props
 from fusion_tui.sessions.model import Session

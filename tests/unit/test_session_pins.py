@@ -12,7 +12,7 @@ import pytest
 from fusion_tui.config import Settings
 from fusion_tui.config.settings import EndpointSettings, ServerSettings
 from fusion_tui.endpoints.session_pins import EndpointPins, wants_endpoints
-from fusion_tui.runtime import Connection
+from fusion_tui.server.connect import Connection
 from fusion_tui.server.http.client import LlamaClient
 from fusion_tui.server.process.probe import ProbeResult
 from fusion_tui.status import ServerStatus

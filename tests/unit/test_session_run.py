@@ -19,7 +19,7 @@ from fusion_tui.agent.session_run import SessionRunner, open_session
 from fusion_tui.agent.task import AgentConfig
 from fusion_tui.agent.tools.workspace import Workspace
 from fusion_tui.agent.transcript import load_transcript, packer_path
-from fusion_tui.runtime import Connection
+from fusion_tui.server.connect import Connection
 from fusion_tui.server.http.client import LlamaClient
 from fusion_tui.server.process.probe import ProbeResult
 from fusion_tui.server.process.records import LaunchRecord

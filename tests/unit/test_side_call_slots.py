@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from fusion_tui.paths import AppPaths
-from fusion_tui.runtime import Connection
+from fusion_tui.server.connect import Connection
 from tests.fakes.fake_server import FakeLlamaServer, Reply
 from tests.unit.local_fake import FakeChatBackend, connector_for, fast_settings, turn
 

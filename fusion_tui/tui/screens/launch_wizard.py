@@ -6,8 +6,8 @@ memory budget and fitted context, the `--swa-full` verdict and the prefix-reuse 
 editable slot count that re-fits live;
 3 the launch, stage by stage, then the ready line with measured tok/s and the KV estimate against
 the server's allocation. Header reads and fits run in workers on this screen (dismissing it
-cancels them); the launcher is injected (`runtime.connect` by default) so tests use a fake. The
-words come from `fusion_tui.fit.summary`, which is tested without Textual. Step 3 lives in
+cancels them); the launcher is injected (`server.connect.connect` by default) so tests use a fake.
+The words come from `fusion_tui.fit.summary`, which is tested without Textual. Step 3 lives in
 `wizard_launch` (the base screen), the model list's options in `model_options`.
 """
 
@@ -38,12 +38,12 @@ from fusion_tui.fit.summary import (
     plan_rows,
     step_titles,
 )
-from fusion_tui.launch_choice import LaunchChoice, Launcher, Planner, plan_with_settings
 from fusion_tui.models.catalog import CatalogModel, catalog_model
 from fusion_tui.models.packaged import ModelFileError, progress_words
 from fusion_tui.models_registry import ModelsRegistry
 from fusion_tui.paths import AppPaths
-from fusion_tui.runtime import connect
+from fusion_tui.server.connect import connect
+from fusion_tui.server.launch_choice import LaunchChoice, Launcher, Planner, plan_with_settings
 from fusion_tui.status import ServerStatus
 from fusion_tui.tui.screens.model_options import ModelPick, installed_models, model_options
 from fusion_tui.tui.screens.wizard_launch import LAUNCH, PICK, PLAN, WizardLaunch

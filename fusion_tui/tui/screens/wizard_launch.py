@@ -18,11 +18,11 @@ from textual.widgets import Static
 from fusion_tui.config import Settings
 from fusion_tui.fit.launch_plan import LaunchPlan
 from fusion_tui.fit.summary import kv_check_line, one_line, stage_lines
-from fusion_tui.launch_choice import LaunchChoice, Launcher
 from fusion_tui.models_registry import ModelsRegistry
 from fusion_tui.paths import AppPaths
-from fusion_tui.runtime import Connection
+from fusion_tui.server.connect import Connection
 from fusion_tui.server.errors import DaemonStartError
+from fusion_tui.server.launch_choice import LaunchChoice, Launcher
 from fusion_tui.server.process.probe import model_display_name, ready_line
 from fusion_tui.status import ServerStatus
 

@@ -1,5 +1,5 @@
 """Provides what the launch wizard needs from the core: the launcher shape, its result, and the
-plan it shows (the same plan `runtime.plan_spec` makes, without the file-size fallback)."""
+plan it shows (the same plan `server.connect.plan_spec` makes, without the file-size fallback)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from typing import Protocol
 from fusion_tui.config import Settings
 from fusion_tui.fit.launch_plan import LaunchPlan
 from fusion_tui.paths import AppPaths
-from fusion_tui.runtime import Connection, StatusReport, plan_for
+from fusion_tui.server.connect import Connection, StatusReport, plan_for
 
 
 class Launcher(Protocol):
-    """What the wizard calls to launch: `runtime.connect` or anything shaped like it."""
+    """What the wizard calls to launch: `server.connect.connect` or anything shaped like it."""
 
     def __call__(
         self,
@@ -44,6 +44,6 @@ class LaunchChoice:
 
 
 def plan_with_settings(settings: Settings, model: Path, parallel: int) -> LaunchPlan:
-    """The plan `runtime.plan_spec` makes for the same model and slots, without fallback: the
+    """The plan `server.connect.plan_spec` makes for the same model and slots, without fallback: the
     wizard refuses an unreadable header with its reason rather than guessing."""
     return plan_for(settings, model, parallel=parallel, allow_fallback=False)

@@ -2,8 +2,8 @@
 
 Some CPUs advertise instructions they trap on, and a natively built llama-server can come up,
 pass its throughput probe, and die of SIGILL at the first real request (a larger batch reaches
-another kernel). The launch and the probe recover from that themselves (`server.daemon`,
-`runtime`); this is the same recovery for a crash at a request: when the server this process
+another kernel). The launch and the probe recover from that themselves (`process.daemon`,
+`connect`); this is the same recovery for a crash at a request: when the server this process
 launched died of SIGILL with repacking on, repacking off is remembered for its binary and CPU
 (`cpu_quirks`), so the relaunch the app makes right away starts it with `--no-repack`. A server
 already running with repacking off is never relaunched for it: the recovery happens once.
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from fusion_tui.config import Settings
 from fusion_tui.paths import AppPaths
-from fusion_tui.runtime import Connection, make_daemon
+from fusion_tui.server.connect import Connection, make_daemon
 from fusion_tui.server.process import crash
 
 REASON = f"llama-server died of SIGILL at a request {crash.AFTER_LOAD}"
