@@ -80,7 +80,7 @@ class BadInput(Exception):
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
     """Exit 0/1/2; stopped by SIGTERM / SIGINT: the session is saved first, exit 143 / 130."""
-    from fusion_tui.run_stop import StopWatch
+    from fusion_tui.cli.run_stop import StopWatch
 
     settings, paths = ctx.settings, ctx.paths
     watch = StopWatch(save_failed_turn)

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from fusion_tui.cli.stop_signals import Stopped, until_stopped
 from fusion_tui.sessions.model import Session
 from fusion_tui.sessions.store import SessionStore, SessionStoreError
-from fusion_tui.stop_signals import Stopped, until_stopped
 
 T = TypeVar("T")
 SaveUnstarted = Callable[[SessionStore, Session, str, str, str], None]
