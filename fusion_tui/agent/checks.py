@@ -40,11 +40,9 @@ def tail(text: str, lines: int = TAIL_LINES, chars: int = TAIL_CHARS) -> str:
 def test_feedback(command: str, exit: int | None, output_tail: str, rounds_left: int) -> str:
     """The message that tells the model its change failed the tests (`exit` None: timed out)."""
     how = "timed out" if exit is None else f"failed (exit code {exit})"
-    more = (
-        "Fix the code so that the tests pass: give the corrected file(s) in full."
-        if rounds_left > 0
-        else "This was the last test round."
-    )
+    more = "Fix the code so that the tests pass: give the corrected file(s) in full."
+    if rounds_left <= 0:
+        more += " The tests run once more after this fix, for the last time."
     return f"The tests `{command}` {how}. The end of the output:\n```\n{output_tail}\n```\n{more}"
 
 

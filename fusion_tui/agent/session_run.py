@@ -43,10 +43,13 @@ AGENT_MIN_TOKENS = 2048
 """A step's answer may hold whole files: an answer cut at the chat's token cap writes nothing."""
 
 
-def agent_config(settings: Any, **overrides: Any) -> AgentConfig:
-    """An `AgentConfig` from `Settings` (agent.maxSteps, agent.task.*, llm.*), then overrides."""
+def agent_config(settings: Any, workspace: str | None = None, **overrides: Any) -> AgentConfig:
+    """An `AgentConfig` from `Settings` (agent.maxSteps, agent.task.*, agent.testCmd(s),
+    llm.*) for the task's `workspace` folder, then overrides."""
     values: dict[str, Any] = {
         "max_steps": settings.agent.max_steps,
+        "test_cmd": settings.agent.test_cmd_for(workspace) if workspace else None,
+        "test_rounds": settings.agent.test_rounds,
         "max_duration_ms": settings.agent.task.max_duration_ms,
         "finalization_ms": settings.agent.task.finalization_ms,
         "n_predict": max(settings.llm.max_tokens, AGENT_MIN_TOKENS),

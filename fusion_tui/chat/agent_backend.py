@@ -27,6 +27,7 @@ from fusion_tui.agent.events import (
     RequestDone,
     StepFailed,
     StepStarted,
+    TestRan,
     ToolFinished,
     ToolStarted,
     WorkerEvent,
@@ -103,7 +104,23 @@ def reply_events(event: AgentEvent) -> list[ReplyEvent]:
         return [Notice(f"step {event.step}: {event.name} repeated · {verdict}"), block]
     if isinstance(event, Compacted):
         return [Notice(f"compacted the transcript: {event.note}")]
+    if isinstance(event, TestRan):
+        return [test_block(event)]
     return []
+
+
+def test_block(event: TestRan) -> ToolBlock:
+    """A run of the task's test command, as a block: its verdict in the title, the end of its
+    output inside."""
+    if event.ok:
+        verdict = "passed"
+    else:
+        verdict = "timed out" if event.exit is None else f"failed (exit {event.exit})"
+    when = "before any change" if event.round == 0 else f"after edits, round {event.round}"
+    return ToolBlock(
+        "tests", {"command": event.command}, event.tail, event.ok, event.duration_ms,
+        note=f"{verdict} · {when}",
+    )  # fmt: skip
 
 
 def _block(event: ToolFinished, name: str) -> ToolBlock:
@@ -132,6 +149,8 @@ def outcome_note(report: TurnReport) -> str:
         last = requests[-1]
         total = last.prompt_n + last.cache_n
         parts.append(f"slot {last.id_slot} · {last.cache_n:,} of {total:,} prompt tokens cached")
+    if report.result is not None and report.result.changed:
+        parts.append("changed " + ", ".join(report.result.changed))
     if report.error:
         parts.append(report.error.splitlines()[0])
     if report.save_error:
@@ -230,7 +249,8 @@ class AgentBackend:
             return None
         return SessionRunner(
             self.host, self.store, self.session, workspace=self.workspace,
-            approver=self.approver, config=agent_config(self.settings), slots=self.keeper,
+            approver=self.approver, slots=self.keeper,
+            config=agent_config(self.settings, str(self.workspace.root)),
         )  # fmt: skip
 
     # --- sessions ------------------------------------------------------------------------------

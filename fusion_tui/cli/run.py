@@ -33,6 +33,7 @@ from fusion_tui.agent.session_run import (
     agent_config,
     open_session,
 )
+from fusion_tui.agent.task import AgentConfig
 from fusion_tui.agent.tools.workspace import ToolError, Workspace
 from fusion_tui.chat.agent_host import open_host
 from fusion_tui.chat.endpoint_view import follow
@@ -103,8 +104,6 @@ def prepare(args: argparse.Namespace, store: SessionStore) -> tuple[Session, Wor
     test_cmd = getattr(args, "test_cmd", None)
     if test_cmd is not None and not str(test_cmd).strip():
         raise BadInput("--test-cmd is empty; give the command that runs the tests")
-    if getattr(args, "test_rounds", None) is not None and not test_cmd:
-        raise BadInput("--test-rounds needs --test-cmd (the command whose failures are fixed)")
     try:
         session = open_session(store, args.session)
         store.claim(session.id)  # a second instance on this session is refused here
@@ -119,6 +118,14 @@ def prepare(args: argparse.Namespace, store: SessionStore) -> tuple[Session, Wor
     return session, workspace, task
 
 
+def check_test_flags(args: argparse.Namespace, config: AgentConfig) -> None:
+    """`--test-rounds` without any test command (flag or `agent.testCmd(s)`) would be ignored."""
+    if getattr(args, "test_rounds", None) is not None and not config.test_cmd:
+        raise BadInput(
+            "--test-rounds needs a test command: --test-cmd CMD, or agent.testCmd in the config"
+        )
+
+
 async def run_task_command(
     args: argparse.Namespace,
     settings: Settings,
@@ -127,6 +134,12 @@ async def run_task_command(
 ) -> int:
     store = SessionStore.default(paths)
     session, workspace, task = prepare(args, store)
+    config = agent_config(
+        settings, str(workspace.root), max_steps=args.max_steps,
+        max_duration_ms=args.max_duration_ms, test_cmd=getattr(args, "test_cmd", None),
+        test_rounds=getattr(args, "test_rounds", None),
+    )  # fmt: skip
+    check_test_flags(args, config)
     if seen is not None:  # what a stop signal must save and report (run_stop.py)
         seen(store, session, str(workspace.root))
     out = Printer(json_mode=bool(args.json), prog="fusion-tui run")
@@ -153,11 +166,6 @@ async def run_task_command(
             out.error(getattr(exc, "message", "") or str(exc))  # one paragraph
             out.outcome("error", session.id)
             return 1
-        config = agent_config(
-            settings, max_steps=args.max_steps, max_duration_ms=args.max_duration_ms,
-            test_cmd=getattr(args, "test_cmd", None),
-            test_rounds=getattr(args, "test_rounds", None),
-        )  # fmt: skip
         approver = HeadlessApprover(yes=bool(args.yes), allow_shell=tuple(args.allow_shell))
         runner = SessionRunner(
             host, store, session, workspace=workspace, approver=approver, config=config,

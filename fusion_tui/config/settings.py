@@ -100,6 +100,17 @@ class AgentTaskSettings:
 class AgentSettings:
     max_steps: int = 30
     task: AgentTaskSettings = field(default_factory=AgentTaskSettings)
+    test_cmd: str | None = None
+    """`agent.testCmd`: run in the workspace after the agent's edits; a failure's output goes
+    back to the agent (as `run --test-cmd`)."""
+    test_cmds: dict[str, str] = field(default_factory=dict)
+    """`agent.testCmds`: a workspace folder → its own test command (wins over `testCmd`)."""
+    test_rounds: int = 2
+    """`agent.testRounds`: failed test runs sent back to the agent, at most."""
+
+    def test_cmd_for(self, workspace: str) -> str | None:
+        """The test command of this workspace folder (an absolute path), if any."""
+        return self.test_cmds.get(workspace.rstrip("/")) or self.test_cmd or None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,97 @@
+"""`fusion-tui run --test-cmd`: the tests run before the first step and after every edit, a
+failure goes back to the agent, `--json` prints each run; `agent.testCmd(s)` set it for a
+workspace."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from fusion_tui.paths import AppPaths
+from tests.fakes.fake_server import FakeLlamaServer
+from tests.unit.cli_support import call_cli, edit, json_lines, workspace
+
+CHECK = "import calc, sys; sys.exit(0 if calc.sub(3, 1) == 2 else 1)"
+"""The workspace's test: exit 0 when `sub` subtracts."""
+WRONG = "def sub(a, b):\n    return a + b\n"
+RIGHT = "def sub(a, b):\n    return a - b\n"
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    return workspace(tmp_path, {"calc.py": WRONG, "check.py": CHECK + "\n"})
+
+
+def check_cmd() -> str:
+    return f"{sys.executable} check.py"
+
+
+def test_a_failing_test_is_shown_first_and_the_fix_completes(
+    cli_server: FakeLlamaServer, ws: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cli_server.script(edit("calc.py", RIGHT, prose="Fixed the sign."))
+    code, out, err = call_cli(
+        capsys, "run", "fix calc.py", "--workspace", str(ws), "--yes", "--json",
+        "--test-cmd", check_cmd(),
+    )  # fmt: skip
+    assert code == 0, err
+    events = json_lines(out)
+    tests = [e for e in events if e["event"] == "test"]
+    assert [(t["ok"], t["exit"], t["round"]) for t in tests] == [(False, 1, 0), (True, 0, 1)]
+    assert events[-1]["outcome"] == "completed"
+    assert (ws / "calc.py").read_text() == RIGHT
+    first = str(cli_server.completions()[0].body["prompt"])
+    assert f"The tests `{check_cmd()}` fail (exit code 1) now" in first
+    assert "calc.py\n```python\ndef sub(a, b):\n    return a + b\n```" in first  # in the chat
+
+
+def test_tests_that_still_fail_after_the_rounds_end_tests_failed(
+    cli_server: FakeLlamaServer, ws: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tries = ["def sub(a, b):\n    return b - a\n", "def sub(a, b):\n    return a * b\n"]
+    cli_server.script(*[edit("calc.py", t) for t in tries])
+    code, out, err = call_cli(
+        capsys, "run", "fix calc.py", "--workspace", str(ws), "--yes", "--json",
+        "--test-cmd", check_cmd(), "--test-rounds", "1",
+    )  # fmt: skip
+    assert code == 1
+    events = json_lines(out)
+    assert [t["ok"] for t in events if t["event"] == "test"] == [False, False, False]
+    assert events[-1]["outcome"] == "tests_failed"
+    assert "the tests still fail (exit code 1) after 1 round(s) of fixes" in err
+    second = str(cli_server.completions()[1].body["prompt"])
+    told = second.rsplit("<|im_start|>user", 1)[-1]
+    assert f"The tests `{check_cmd()}` failed (exit code 1)" in told
+    assert "for the last time" in told
+
+
+def test_the_workspace_test_command_comes_from_the_config(
+    cli_server: FakeLlamaServer, ws: Path, app_home: AppPaths, capsys: pytest.CaptureFixture[str]
+) -> None:
+    app_home.config_dir.mkdir(parents=True, exist_ok=True)
+    app_home.config_file.write_text(
+        f"version: 3\nagent:\n  testCmds:\n    {ws.resolve()}: {sys.executable} check.py\n"
+    )
+    cli_server.script(edit("calc.py", RIGHT))
+    code, out, err = call_cli(capsys, "run", "fix calc.py", "--workspace", str(ws), "--yes",
+                              "--json")  # fmt: skip
+    assert code == 0, err
+    assert [t["ok"] for t in json_lines(out) if t["event"] == "test"] == [False, True]
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--test-rounds", "1"], "--test-rounds needs a test command"),
+        (["--test-cmd", " "], "--test-cmd is empty"),
+    ],
+)
+def test_test_flags_that_cannot_take_effect_are_refused(
+    cli_server: FakeLlamaServer, ws: Path, capsys: pytest.CaptureFixture[str],
+    flags: list[str], said: str,
+) -> None:  # fmt: skip
+    code, _, err = call_cli(capsys, "run", "fix calc.py", "--workspace", str(ws), *flags)
+    assert code == 2 and said in err
+    assert not cli_server.completions()
