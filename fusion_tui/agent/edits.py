@@ -10,7 +10,8 @@ meant:
   wrote only what it changed) replaces those functions and keeps the rest of the file, with any
   new imports added at the top;
 - a SEARCH text that matches only when trailing spaces are ignored still matches.
-Everything else is refused with a sentence the model can act on.
+A write that would turn a Python file that compiles into one that does not is refused: the file
+is kept, and the model told why. Everything else is refused with a sentence the model can act on.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import ast
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from fusion_tui.agent.checks import syntax_problem
 from fusion_tui.agent.reply import FileBlock, SearchReplace
 
 
@@ -94,7 +96,29 @@ def resolve(
         merged = merge_python(old, edit.content)
         if merged is not None:
             return Resolved(path, merged, "merged")
+        keep_python(path, old, edit)
     return Resolved(path, edit.content, "whole")
+
+
+def keep_python(path: str, old: str, edit: FileBlock) -> None:
+    """Refuses a whole-file write that would break a Python file that works now: new text that
+    does not compile (a function body given alone, an answer cut short), or a block with no
+    path that defines none of the file's functions. The file stays as it is, so the model's
+    next try starts from a file that runs, and it is told what to give instead."""
+    if syntax_problem(path, old) is not None:
+        return  # broken already: any try may be the fix
+    problem = syntax_problem(path, edit.content)
+    if problem is not None:
+        raise EditRefused(
+            f"{path} was kept as it is: your text for it does not compile ({problem}). Give "
+            "the whole file, every function with its `def` line"
+        )
+    had = top_names(old) or []
+    if edit.path is None and had and not top_names(edit.content):
+        raise EditRefused(
+            f"{path} was kept as it is: the code block has no path and defines none of its "
+            f"functions ({', '.join(had)}). Give the whole file with its path on the line above"
+        )
 
 
 def search_replace(path: str, old: str, search: str, replace: str) -> str:

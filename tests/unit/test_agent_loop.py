@@ -256,3 +256,18 @@ async def test_tool_events_carry_args_and_duration(ws: Path) -> None:
     assert not finished.ok and "does not exist" in finished.result
     assert finished.duration_ms >= 0
     assert "<tool_response>\nread_file failed:" in script.bodies[1]["prompt"]
+
+
+async def test_a_refused_edit_keeps_the_file_and_the_model_tries_again(tmp_path: Path) -> None:
+    from fusion_tui.agent.approval import HeadlessApprover
+    from tests.unit.test_agent_fakes import edit
+
+    (tmp_path / "sol.py").write_text("def f(x):\n    raise NotImplementedError\n")
+    clock = FakeClock(start=1000.0)
+    fixed = "def f(x):\n    return x + 1\n"
+    script = Script(clock, [Say("```python\n    return x + 1\n```"), edit("sol.py", fixed)])
+    deps = make_deps(tmp_path, script, approver=HeadlessApprover(yes=True))
+    res = await run_task("implement f in sol.py", session_id="s", deps=deps)
+    assert (res.outcome, res.steps, res.changed) == ("completed", 2, ["sol.py"])
+    assert "sol.py was kept as it is" in script.bodies[1]["prompt"]
+    assert (tmp_path / "sol.py").read_text() == fixed

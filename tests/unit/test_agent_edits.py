@@ -1,0 +1,78 @@
+"""Which file an edit is for and what it holds afterwards: paths, merges, SEARCH/REPLACE, and
+writes refused because they would break a Python file."""
+
+from __future__ import annotations
+
+import pytest
+
+from fusion_tui.agent.edits import EditRefused, merge_python, resolve, search_replace
+from fusion_tui.agent.reply import FileBlock, SearchReplace
+
+STATS = "import math\n\n\ndef mean(xs):\n    return sum(xs) / len(xs)\n\n\ndef sd(xs):\n    pass\n"
+
+
+def resolved(edit: FileBlock | SearchReplace, files: dict[str, str]) -> tuple[str, str, str]:
+    done = resolve(edit, files, set(files), files.get)
+    return done.path, done.content, done.how
+
+
+def test_a_pathless_block_goes_to_the_file_whose_functions_it_redefines() -> None:
+    files = {"a.py": "def f():\n    pass\n", "b.py": "def g():\n    pass\n"}
+    path, content, how = resolved(FileBlock(None, "def g():\n    return 2\n"), files)
+    assert (path, content, how) == ("b.py", "def g():\n    return 2\n", "whole")
+
+
+def test_a_pathless_block_for_no_known_file_is_refused_when_two_are_in_the_chat() -> None:
+    files = {"a.py": "x = 1\n", "b.py": "y = 2\n"}
+    with pytest.raises(EditRefused, match="which file it is for"):
+        resolved(FileBlock(None, "z = 3\n"), files)
+
+
+def test_a_base_name_names_the_one_file_that_has_it() -> None:
+    files = {"src/stats.py": STATS}
+    block = FileBlock("stats.py", STATS.replace("pass", "return 0.0"))
+    assert resolved(block, files)[0] == "src/stats.py"
+
+
+def test_some_functions_given_replace_those_and_keep_the_rest() -> None:
+    new = "import statistics\n\ndef sd(xs):\n    return statistics.pstdev(xs)\n"
+    path, content, how = resolved(FileBlock("stats.py", new), {"stats.py": STATS})
+    assert path == "stats.py"
+    assert how == "merged"
+    assert content.startswith("import statistics\nimport math\n")
+    assert "def mean(xs):\n    return sum(xs) / len(xs)" in content
+    assert "return statistics.pstdev(xs)" in content and "pass" not in content
+
+
+def test_a_whole_file_that_keeps_every_definition_is_not_merged() -> None:
+    assert merge_python(STATS, STATS.replace("pass", "return 0.0")) is None
+
+
+def test_search_replace_matches_once_and_ignores_trailing_spaces() -> None:
+    assert search_replace("f", "a = 1  \nb = 2\n", "a = 1\n", "a = 3\n") == "a = 3\nb = 2\n"
+    with pytest.raises(EditRefused, match="occurs 2 times"):
+        search_replace("f", "x\nx\n", "x\n", "y\n")
+    with pytest.raises(EditRefused, match="is not in f"):
+        search_replace("f", "x\n", "old line\n", "new line\n")
+
+
+def test_a_write_that_would_not_compile_is_refused_and_the_file_kept() -> None:
+    with pytest.raises(EditRefused, match="was kept as it is: your text for it does not compile"):
+        resolved(FileBlock("stats.py", "    return sum(xs) / len(xs)\n"), {"stats.py": STATS})
+
+
+def test_a_pathless_fragment_without_functions_is_refused() -> None:
+    files = {"stats.py": STATS}
+    with pytest.raises(EditRefused, match=r"defines none of its functions \(mean, sd\)"):
+        resolved(FileBlock(None, "print(mean([1, 2]))\n"), files)
+
+
+def test_a_file_that_is_broken_already_may_be_rewritten_with_anything() -> None:
+    files = {"bad.py": "def f(:\n"}
+    assert resolved(FileBlock("bad.py", "def f():\n    return 1\n"), files)[2] == "whole"
+
+
+def test_a_new_file_from_an_empty_search() -> None:
+    assert resolved(SearchReplace("new.py", "", "x = 1\n"), {}) == ("new.py", "x = 1\n", "whole")
+    with pytest.raises(EditRefused, match="does not exist"):
+        resolved(SearchReplace("new.py", "x\n", "y\n"), {})

@@ -1,0 +1,80 @@
+"""Reading a reply in the model's own format: tool calls, whole files, SEARCH/REPLACE, prose."""
+
+from __future__ import annotations
+
+import pytest
+
+from fusion_tui.agent.reply import FileBlock, SearchReplace, ToolCall, parse_reply, path_of
+
+
+def test_a_tool_call_in_qwen_format_and_the_prose_around_it() -> None:
+    reply = parse_reply(
+        'Let me look.\n<tool_call>\n{"name": "read_file", "arguments": {"path": "a.py"}}\n'
+        "</tool_call>"
+    )
+    assert reply.items == [ToolCall("read_file", {"path": "a.py"})]
+    assert reply.prose == "Let me look." and not reply.problems
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"name": "list_dir", "arguments": {}}',
+        '{"tool": "list_dir", "args": {}}',
+        '<tool_call>{"name": "list_dir", "arguments": "{}"}</tool_call>',  # arguments as a string
+    ],
+)
+def test_bare_json_calls_and_string_arguments_are_read(text: str) -> None:
+    assert parse_reply(text).items == [ToolCall("list_dir", {})]
+
+
+def test_a_broken_tool_call_is_a_problem_not_an_action() -> None:
+    reply = parse_reply("<tool_call>{name: read_file}</tool_call>")
+    assert reply.items == [] and "is not valid JSON" in reply.problems[0]
+    cut = parse_reply('<tool_call>\n{"name": "read_file", "argum')
+    assert cut.items == [] and cut.cut_off
+
+
+@pytest.mark.parametrize(
+    "above",
+    ["stats.py", "**stats.py**", "# File: stats.py", "`stats.py`", "Here is the fixed `stats.py`:"],
+)
+def test_the_path_above_a_block_names_the_file(above: str) -> None:
+    reply = parse_reply(f"{above}\n```python\ndef f():\n    return 1\n```\nDone.")
+    assert reply.items == [FileBlock("stats.py", "def f():\n    return 1\n", "python")]
+    assert reply.prose.endswith("Done.")
+
+
+def test_a_path_in_the_fence_info_and_a_block_without_any_path() -> None:
+    named = parse_reply("```python src/a.py\nx = 1\n```")
+    assert named.items == [FileBlock("src/a.py", "x = 1\n", "python")]
+    bare = parse_reply("The fix:\n\n```python\nx = 2\n```")
+    assert bare.items == [FileBlock(None, "x = 2\n", "python")]
+
+
+def test_shell_blocks_without_a_path_are_shown_commands_not_files() -> None:
+    reply = parse_reply("Run:\n```bash\npytest -q\n```\nand it passes.")
+    assert reply.items == [] and "and it passes." in reply.prose
+
+
+def test_search_replace_blocks() -> None:
+    text = (
+        "calc.py\n```python\n<<<<<<< SEARCH\n    return a + b\n=======\n    return a - b\n"
+        ">>>>>>> REPLACE\n```"
+    )
+    assert parse_reply(text).items == [
+        SearchReplace("calc.py", "    return a + b\n", "    return a - b\n")
+    ]
+    unclosed = parse_reply("```\n<<<<<<< SEARCH\na\n=======\nb\n```")
+    assert unclosed.items == [] and "not closed" in unclosed.problems[0]
+
+
+def test_a_block_cut_off_by_the_token_cap_writes_nothing() -> None:
+    reply = parse_reply("solution.py\n```python\ndef f():\n    return")
+    assert reply.items == [] and reply.cut_off
+    assert "cut off" in reply.problems[0]
+
+
+@pytest.mark.parametrize("line", ["python", "Here is the code:", "a b.py", ""])
+def test_lines_that_are_not_paths(line: str) -> None:
+    assert path_of(line) is None
