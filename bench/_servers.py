@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import signal
 import subprocess
 import time
 from collections.abc import Sequence
@@ -110,3 +111,13 @@ def log_line(log: Path) -> str:
             if "load_model: initializing" in line:
                 return line.split("initializing,", 1)[-1].strip()
     return ""
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM (`kill PID`, `timeout`) ends a bench as Ctrl-C does: its `finally` blocks stop
+    the servers it started instead of leaving them running."""
+
+    def interrupt(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)

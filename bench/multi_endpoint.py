@@ -57,7 +57,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _minimum import Minimum
-from _servers import Process, log_line, shown, stock_argv
+from _servers import Process, log_line, shown, stock_argv, stop_on_sigterm
 
 from fusion_tui.demo_model import demo_model_path
 from fusion_tui.endpoints.health import HealthWatcher
@@ -576,4 +576,5 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 if __name__ == "__main__":
+    stop_on_sigterm()
     asyncio.run(main(parse()))
