@@ -1,10 +1,13 @@
-"""Shared parts of bench/cache_reuse.py: the texts, the traced client, the managed server per
-phase group, per-request rows, the minimum-token estimate and the re-read explanations.
+"""Shared parts of bench/cache_reuse.py: the texts, the traced client, per-request rows and the
+re-read explanations of the trace.
 
-Every request of both policies goes through `TracedClient`, a `LlamaClient` that timestamps what
-happens before the first token (`/slots` polls, stream open, first event, first text) and keeps the
-server's timings; the bench driver labels each request (phase, session, turn or side call) through
-a context variable, so concurrent sessions keep their labels.
+Every request of every side goes through `TracedClient`, a `LlamaClient` that timestamps what
+happens before the first token (`/slots` polls, stream open, first event, first text), keeps the
+server's timings, the prompt sent and the answer (for the minimum, `_minimum.py`) and, unless the
+bench runs on real answers, asks every answer to run to `max_tokens` (`ignore_eos`), so both
+sides' answers have the same length whatever the model says; the bench driver labels each request
+(phase, session, turn or side call) through a context variable, so concurrent sessions keep their
+labels.
 """
 
 from __future__ import annotations
@@ -13,23 +16,14 @@ import contextvars
 import statistics
 import sys
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 from fusion_tui.chat.local_side_calls import SYSTEM_PROMPT
 from fusion_tui.config import Settings
-from fusion_tui.config.settings import LocalModelsSettings, ManagedSettings
-from fusion_tui.paths import AppPaths
-from fusion_tui.server.connect import Connection, plan_for
 from fusion_tui.server.http.client import LlamaClient
-from fusion_tui.server.process.binary import find_llama_server
-from fusion_tui.server.process.daemon import ManagedDaemon
-from fusion_tui.server.process.launch import LaunchSpec
-from fusion_tui.server.process.records import LaunchRecord
 from fusion_tui.server.types import PromptProgress, SlotState, StreamEnd, StreamEvent, TextDelta
-from fusion_tui.status import ServerStatus
 
 WORDS = ["parser", "lexer", "token", "buffer", "module", "import", "cache", "slot", "session",
          "prompt", "layer", "tensor"]  # fmt: skip
@@ -83,15 +77,25 @@ class Row:
     t_first_text: float | None = None
     t_end: float | None = None
     t_call: float | None = None
-    """When the driver asked for the turn (user-visible first-token time starts here)."""
+    """When Enter was pressed (a turn's user-visible first-token time starts here)."""
     probes: list[tuple[float, float]] = field(default_factory=list)
     error: str = ""
     minimum: int = 0
+    """Tokens new given the conversation (`_minimum.py`); 0 for what is not a turn."""
+    prompt_tokens: int = 0
+    """The prompt as the server's `/tokenize` counts it (set with the minimum)."""
     why: str = ""
     epoch: int = 0
     """Which daemon launch served it (a restart starts a new one)."""
     compacted: bool = False
     """The session's prompt was rewritten (compaction summary) just before this request."""
+    request: Any = None
+    """What was sent: the `/completion` prompt (a string) or the chat `messages`."""
+    answer: str = ""
+    typing_s: float = 0.0
+    """The message's typing time (a turn's first request)."""
+    ahead_s: float = 0.0
+    """How long the client's keystroke work took (read-ahead: restore, room, the request)."""
 
     @property
     def total(self) -> int:
@@ -103,12 +107,18 @@ class Row:
         first = self.t_first_text or self.t_end
         return None if first is None else (first - start) * 1000
 
+    @property
+    def seconds(self) -> float:
+        return 0.0 if self.t_end is None else self.t_end - self.t0
+
 
 class Recorder:
-    """Collects rows, `/slots` polls and slot actions of one policy's run."""
+    """Collects rows, `/slots` polls and slot actions of one side's run."""
 
-    def __init__(self, policy: str) -> None:
+    def __init__(self, policy: str, *, ignore_eos: bool = True) -> None:
         self.policy = policy
+        self.ignore_eos = ignore_eos
+        """Ask every answer (turns, titles, summaries; not agent steps) to run to its limit."""
         self.rows: list[Row] = []
         self.actions: list[tuple[Label | None, str, int, dict[str, Any], float]] = []
         self._pending_probes: list[tuple[float, float]] = []
@@ -117,11 +127,19 @@ class Recorder:
         """Sessions whose next turn sends a compacted prompt."""
         self.epoch = 0
 
-    def mark_call(self) -> None:
-        """The driver starts a turn now (before any poll or gate wait)."""
+    def mark_call(self, at: float | None = None) -> None:
+        """Enter was pressed for the current turn (`at`, else now), before any poll, gate wait
+        or keystroke work still running."""
         label = LABEL.get()
         if label is not None:
-            self._pending_call[label] = time.monotonic()
+            self._pending_call[label] = time.monotonic() if at is None else at
+
+    def note_typing(self, typing_s: float, ahead_s: float) -> None:
+        """The current turn's typing time and keystroke work, on its first request."""
+        label = LABEL.get()
+        row = next((r for r in self.rows if r.label == label), None)
+        if row is not None:
+            row.typing_s, row.ahead_s = typing_s, ahead_s
 
     def mark_compacted(self) -> None:
         """The driver saw a compaction: the session's next turn sends a new prompt. Seen before
@@ -186,10 +204,22 @@ class TracedClient(LlamaClient):
         self.recorder.actions.append((LABEL.get(), action, slot_id, data, time.monotonic() - t))
         return data
 
+    def _body(self, body: dict[str, Any]) -> dict[str, Any]:
+        """`ignore_eos` on an answer of a turn, title or summary (an agent step's answer is
+        parsed for tool calls: it stays the model's own)."""
+        label = LABEL.get()
+        limit = body.get("n_predict", body.get("max_tokens", -1))
+        if not self.recorder.ignore_eos or limit == 0 or (label and label.kind == "agent"):
+            return body
+        return {**body, "ignore_eos": True}
+
     async def _traced(self, body: dict[str, Any], events: AsyncGenerator[StreamEvent, None]
                       ) -> AsyncGenerator[StreamEvent, None]:  # fmt: skip
         read_ahead = body.get("n_predict") == 0
         row = self.recorder.new_row(int(body.get("id_slot", -1)), read_ahead=read_ahead)
+        messages = body.get("messages")  # copied: a client goes on appending to its history
+        row.request = body.get("prompt", None if messages is None else [dict(m) for m in messages])
+        pieces: list[str] = []
         try:
             async for event in events:
                 now = time.monotonic()
@@ -198,6 +228,7 @@ class TracedClient(LlamaClient):
                     row.t_first_event = row.t_first_event or now
                 if isinstance(event, TextDelta):
                     row.t_first_text = row.t_first_text or now
+                    pieces.append(event.text)
                 elif isinstance(event, StreamEnd):
                     t = event.timings
                     row.slot, row.prompt_n, row.cache_n = event.id_slot, t.prompt_n, t.cache_n
@@ -208,86 +239,31 @@ class TracedClient(LlamaClient):
         except Exception as exc:
             row.error = type(exc).__name__
             raise
+        finally:
+            row.answer = "".join(pieces)
 
     def stream_chat(self, body: dict[str, Any], **kw: Any) -> AsyncGenerator[StreamEvent, None]:
+        body = self._body(body)
         return self._traced(body, super().stream_chat(body, **kw))
 
     def stream_completion(self, body: dict[str, Any], **kw: Any
                           ) -> AsyncGenerator[StreamEvent, None]:  # fmt: skip
+        body = self._body(body)
         return self._traced(body, super().stream_completion(body, **kw))
 
 
-# --- the managed server ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ServerConfig:
-    """One launch shape: the model and the product's plan for it (`server.connect.plan_for`)."""
-
-    name: str
-    model: Path
-    swa_full: str = "auto"
-    cache_ram: int | None = None  # None: the server's default
-
-
-class Server:
-    """A managed daemon launched with the product's own plan, for one policy's phase group."""
-
-    def __init__(self, home: Path, cfg: ServerConfig, args: Any) -> None:
-        self.paths = AppPaths.default(env={"FUSION_TUI_HOME": str(home)})
-        self.cfg = cfg
-        managed = ManagedSettings(parallel=args.parallel, swa_full=cfg.swa_full, keep_running=True)
-        self.settings = Settings(local_models=LocalModelsSettings(managed=managed))
-        self.plan = plan_for(self.settings, cfg.model)
-        extra = ("--cache-ram", str(cfg.cache_ram)) if cfg.cache_ram is not None else ()
-        self.spec = LaunchSpec(
-            model=cfg.model, parallel=self.plan.parallel, ctx=self.plan.ctx,
-            swa_full=self.plan.swa_full, threads=args.threads,
-            slot_save_path=self.paths.slot_save_dir, extra_args=extra,
-        )  # fmt: skip
-        self.daemon = ManagedDaemon(self.paths, find_llama_server())
-        self.record: LaunchRecord | None = None
-        self.restarts = 0
-
-    async def launch(self) -> None:
-        await self.daemon.stop()
-        self.record = await self.daemon.launch(self.spec, fit=self.plan.to_dict(), probe=False)
-        self.restarts += 1
-
-    async def stop(self) -> None:
-        await self.daemon.stop()
-
-    @property
-    def url(self) -> str:
-        assert self.record is not None
-        return self.record.url
-
-    def connector(self, recorder: Recorder) -> Callable[..., Awaitable[Connection]]:
-        async def connect(*_a: Any, **_kw: Any) -> Connection:
-            client = TracedClient(self.url, recorder)
-            props = await client.props()
-            status = ServerStatus(state="ready")
-            return Connection(client, props, status, self.record, launched=True)
-
-        return connect
-
-
-def settings_with(server: Server, **llm: Any) -> Settings:
-    """The product settings of `server` with the LLM knobs of the bench."""
-    s = server.settings
+def settings_with(server: Any, **llm: Any) -> Settings:
+    """The product settings of `server` (a `PlanServer`) with the LLM knobs of the bench."""
+    s: Settings = server.settings
     return replace(s, local_models=replace(s.local_models, progress_watch=True), llm=replace(
         s.llm, **llm))  # fmt: skip
 
 
-# --- minimum, explanations, trace -----------------------------------------------------------------
+# --- explanations, trace ------------------------------------------------------------------------
 
 
-def annotate(rows: list[Row], best_side: dict[tuple[str, str, str, int], int]) -> None:
-    """Set each row's minimum (the tokens new in it) and, for a re-read, why it happened.
-
-    A session turn's minimum is its prompt minus the previous turn's prompt and answer; a side
-    call's, and a session's first turn's, is the fewer tokens either policy evaluated for it (they
-    share only a system prefix with other requests, which either policy may find cached)."""
+def annotate(rows: list[Row]) -> None:
+    """For a turn that read more than its minimum (`_minimum.py`, set before), why it did."""
     last_of: dict[str, Row] = {}
     on_slot: dict[int, tuple[str, str]] = {}
     epoch = -1
@@ -299,24 +275,14 @@ def annotate(rows: list[Row], best_side: dict[tuple[str, str, str, int], int]) -
             row.why = f"failed: {row.error}"
             continue
         prev = last_of.get(lab.session) if lab.kind != "side" else None
-        if row.compacted:  # the summary replaced older turns: all after the cached part is new
-            row.minimum = row.prompt_n
+        if row.compacted:
             row.why = "compacted: the prompt now starts with the summary"
-        elif lab.kind == "summary":  # the question new, or (on the side slot) all of it
+        elif lab.kind == "summary":
             on_own = prev is not None and prev.slot == row.slot and row.cache_n > 0
-            row.minimum = row.prompt_n
-            if prev is not None and on_own:
-                row.minimum = max(0, row.total - prev.total - prev.predicted_n)
             row.why = "summary: continues the session's prompt" if on_own else (
-                "summary: the transcript on a side slot")  # fmt: skip
-        elif lab.kind == "readahead" and prev is not None:  # what the next turn would read
-            row.minimum = max(0, row.total - prev.total - prev.predicted_n)
-            row.why = "read ahead: the next turn's opening, off its first token"
-        elif lab.kind == "side" or prev is None:  # shares only a system prefix with others
-            key = (lab.phase, lab.session, lab.kind, lab.turn)
-            row.minimum = min(row.total, best_side.get(key, row.total))
-        else:
-            row.minimum = max(0, row.total - prev.total - prev.predicted_n)
+                "summary: a prompt of its own")  # fmt: skip
+        elif lab.kind == "readahead":
+            row.why = "read ahead: the next turn's opening, while the user types"
         extra = row.prompt_n - row.minimum
         if extra > max(8, 0.05 * row.minimum) and prev is not None and lab.is_turn and not (
                 row.compacted):  # fmt: skip
@@ -342,12 +308,14 @@ def trace_line(row: Row) -> str:
     pre = ((row.t0 - row.t_call) * 1000) if row.t_call is not None else 0.0
     srv = (row.t_open - row.t0) * 1000 if row.t_open else 0.0
     ttft = row.ttft_ms
+    typed = f" typed {row.typing_s:4.1f} s ahead {row.ahead_s * 1000:5.0f} ms" if (
+        row.typing_s or row.ahead_s) else ""  # fmt: skip
     return (
-        f"{row.policy:<6} {lab.phase:<18} {lab.session:<5} {lab.kind:<7} t{lab.turn:<3} "
+        f"{row.policy:<10} {lab.phase:<19} {lab.session:<5} {lab.kind:<9} t{lab.turn:<3} "
         f"slot {row.asked_slot:>2}->{row.slot:>2} cached {row.cache_n:>5} eval {row.prompt_n:>5} "
-        f"min {row.minimum:>5} | pre-send {pre:6.0f} ms ({len(row.probes)} /slots "
-        f"{probes:4.0f} ms) open {srv:6.0f} prompt {row.prompt_ms:6.0f} ttft "
-        f"{(ttft or 0):6.0f}{'  ' + row.why if row.why else ''}"
+        f"min {row.minimum:>5} answer {row.predicted_n:>4} | pre-send {pre:6.0f} ms "
+        f"({len(row.probes)} /slots {probes:4.0f} ms) open {srv:6.0f} prompt {row.prompt_ms:6.0f} "
+        f"ttft {(ttft or 0):6.0f}{typed}{'  ' + row.why if row.why else ''}"
     )
 
 
@@ -358,8 +326,8 @@ def print_trace(rows: list[Row], recorders: Sequence[Recorder] = ()) -> None:
         for label, action, slot, data, seconds in rec.actions:
             n = data.get("n_saved", data.get("n_restored", data.get("n_erased", "?")))
             who = f"{label.phase} {label.session}" if label else "leaving"
-            print(f"{rec.policy:<6} slot {action} slot {slot}: {n} tokens in {seconds * 1000:.0f} "
-                  f"ms ({who})", file=sys.stderr)  # fmt: skip
+            print(f"{rec.policy:<10} slot {action} slot {slot}: {n} tokens in "
+                  f"{seconds * 1000:.0f} ms ({who})", file=sys.stderr)  # fmt: skip
 
 
 def median_spread(values: list[float]) -> tuple[float, float, float]:
