@@ -37,7 +37,11 @@ def _norm(text: str) -> str:
 _NORMALIZED = frozenset(_norm(p) for p in PLACEHOLDERS)
 
 
-GUARD_WORDS = ("was not run: you made this exact call", "Repeating a call again ends the task")
+GUARD_WORDS = (
+    "was not run: you made this exact call",
+    "Repeating a call again ends the task",
+    "Repeating it again ends the task",
+)
 """Words of the loop guard's note (`loop_guard.py`): an answer that copies them is not one."""
 
 _CHANGE = re.compile(

@@ -26,7 +26,7 @@ from fusion_tui.agent.chat_files import ChatFiles, choose, file_block, workspace
 from fusion_tui.agent.checks import syntax_feedback, syntax_problem, tail, test_feedback
 from fusion_tui.agent.deadline import CancelToken, run_guarded
 from fusion_tui.agent.delegate import run_delegate
-from fusion_tui.agent.edits import EditRefused, resolve
+from fusion_tui.agent.edits import EditRefused, resolve, top_names
 from fusion_tui.agent.events import (
     Compacted,
     EventSink,
@@ -76,6 +76,9 @@ CHARS_PER_TOKEN = 3.0
 STOP = ["<tool_response>"]
 """The model writes a call and waits; a model that goes on to invent the result is cut there."""
 REPAIR_NOTE = "{problems}. Reply again in the format of the system message."
+REPLY = "reply"
+"""The loop guard's name for a whole reply: one given again word for word, with nothing changed
+since, is a loop like a repeated call (seen: thirty identical refused blocks)."""
 
 
 class _Run:
@@ -425,9 +428,12 @@ class _Run:
         by_name = {t.name: t for t in self.tools}
         spec = by_name.get(call.name)
         if spec is None:
-            names = ", ".join(sorted(by_name))
-            why = f"there is no tool {call.name!r}; the tools are {names}. Change files with code"
-            notes.append(observation(call.name, False, why + " blocks."))
+            verdict = self.guard.check(call.name, call.arguments)
+            if verdict != "run":
+                self.blocked(call.name, call.arguments, verdict)
+            why = self.no_such_tool(call.name, by_name)
+            self.guard.record(call.name, call.arguments, False, why)
+            notes.append(observation(call.name, False, why))
             return
         try:
             validate_args(spec, call.arguments)
@@ -447,6 +453,19 @@ class _Run:
             except ToolError:
                 pass
         notes.append(observation(call.name, result.ok, result.text))
+
+    def no_such_tool(self, name: str, tools: dict[str, Any]) -> str:
+        """Why a call to an unknown tool did nothing, and what to do instead. A small model
+        told to implement `f` may "call" f: it is then told f is the code to write."""
+        owner = next((p for p, t in self.files.items() if name in (top_names(t) or ())), None)
+        if owner is not None:
+            return (
+                f"{name} is not a tool: it is a function in {owner}, and calling it runs nothing. "
+                f"To change it, write {owner} whole: its path on a line, then the file in a "
+                "code block."
+            )
+        names = ", ".join(sorted(tools))
+        return f"there is no tool {name!r}; the tools are {names}. Change files with code blocks."
 
     async def check(self, wrote: list[str]) -> str | None:
         """The step's files checked: None when they compile and the tests pass, else what to
@@ -591,8 +610,14 @@ class _Run:
                     return self.ending(parsed.prose)
                 pending = (nudge + self.tail(), "repair")
                 continue
+            key = {"sha256": hashlib.sha256(reply.text.strip().encode()).hexdigest()[:16]}
             try:
+                verdict = self.guard.check(REPLY, key) if parsed.edits else "run"
+                if verdict != "run":  # the same edits again: refused again, or changing nothing
+                    self.blocked(REPLY, key, verdict)
                 wrote, notes, open_ends = await self.run_reply(parsed)
+                if parsed.edits:
+                    self.guard.record(REPLY, key, True, notes[0] if notes else "")
             except _Stop as stop:
                 return stop.outcome, "", stop.reason
             except _Blocked as blocked:

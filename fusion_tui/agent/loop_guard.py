@@ -62,6 +62,12 @@ class LoopGuard:
 
     def corrective(self, tool: str, args: dict[str, Any]) -> str:
         """The message the model gets instead of the repeated call's result."""
+        if tool == "reply":
+            return (
+                "Your reply is word for word one you gave before, and nothing has changed "
+                f"since, so it was not used again (it got: {self.error}). Do something "
+                "different. Repeating it again ends the task."
+            )
         shown = json.dumps(args, ensure_ascii=False)
         if len(shown) > 300:
             shown = shown[:299] + "…"

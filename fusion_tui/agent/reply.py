@@ -5,7 +5,8 @@ Why this format: a coder model such as Qwen2.5-Coder was trained to call tools a
 squeezed into a JSON string has to be escaped (a small model escapes it twice, or not at all) and
 a grammar over a 150k-token vocabulary slows decoding; a fenced block needs neither. So a reply is
 free text in which we look for:
-- tool calls (`<tool_call>` blocks; a reply that is one bare JSON call is read as one too);
+- tool calls (`<tool_call>` blocks; a reply, or a JSON code block, that is one bare JSON call
+  is read as one too);
 - whole files: a line naming the path, then the file's full content in a fenced block (the block
   may lack the path line: the loop then works out which file it is, `edits.py`);
 - search/replace edits: inside a fenced block, `<<<<<<< SEARCH` / `=======` / `>>>>>>> REPLACE`.
@@ -201,6 +202,10 @@ def _path_above(prose: list[str]) -> str | None:
 def _one_block(path: str | None, lang: str, body: list[str], reply: Reply) -> None:
     if any(line.strip() == _SEARCH for line in body):
         _search_replace(path, body, reply)
+        return
+    call = _bare_call("\n".join(body)) if path is None and lang in ("", "json") else None
+    if call is not None:  # a call written as a JSON block, as small models often do
+        reply.items.append(call)
         return
     if lang in SHELL_LANGS and path is None:
         return  # a command or its output, shown

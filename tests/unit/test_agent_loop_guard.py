@@ -113,3 +113,27 @@ def test_guard_keys_ignore_argument_order() -> None:
     g.record("grep", {"pattern": "x", "path": "src"}, False, "no match")
     assert g.check("grep", {"path": "src", "pattern": "x"}) == "block"
     assert g.error == "error: no match"
+
+
+async def test_the_same_refused_reply_again_and_again_ends_stuck(ws: Path) -> None:
+    (ws / "sol.py").write_text("def f(s):\n    raise NotImplementedError\n")
+    clock = FakeClock()
+    call = Say('```json\n{"name": "f", "arguments": {"s": "x"}}\n```')  # the function "called"
+    script = Script(clock, [call] * 3)
+    events: list[Any] = []
+    res = await run_task("implement f in sol.py", session_id="s",
+                         deps=make_deps(ws, script, events=events))  # fmt: skip
+    assert "f is not a tool: it is a function in sol.py" in script.bodies[1]["prompt"]
+    assert "was not run: you made this exact call before" in script.bodies[2]["prompt"]
+    assert (res.outcome, res.steps) == ("stuck", 3)
+
+
+async def test_the_same_refused_edit_again_and_again_ends_stuck(ws: Path) -> None:
+    (ws / "sol.py").write_text("def f(s):\n    raise NotImplementedError\n")
+    clock = FakeClock()
+    body_only = Say("```python\n    return s\n```")  # refused: it would not compile
+    script = Script(clock, [body_only] * 3)
+    res = await run_task("implement f in sol.py", session_id="s", deps=make_deps(ws, script))
+    assert "Not written: a code block did not say which file" in script.bodies[1]["prompt"]
+    assert "Your reply is word for word one you gave before" in script.bodies[2]["prompt"]
+    assert (res.outcome, res.steps) == ("stuck", 3)

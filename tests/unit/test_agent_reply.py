@@ -78,3 +78,10 @@ def test_a_block_cut_off_by_the_token_cap_writes_nothing() -> None:
 @pytest.mark.parametrize("line", ["python", "Here is the code:", "a b.py", ""])
 def test_lines_that_are_not_paths(line: str) -> None:
     assert path_of(line) is None
+
+
+def test_a_json_block_that_is_one_call_is_read_as_the_call() -> None:
+    reply = parse_reply('```json\n{"name": "grep", "arguments": {"pattern": "x"}}\n```')
+    assert reply.items == [ToolCall("grep", {"pattern": "x"})]
+    data = parse_reply('config.json\n```json\n{"name": "app", "arguments": {}}\n```')
+    assert data.items == [FileBlock("config.json", '{"name": "app", "arguments": {}}\n', "json")]
