@@ -116,7 +116,7 @@ def test_block(event: TestRan) -> ToolBlock:
         verdict = "passed"
     else:
         verdict = "timed out" if event.exit is None else f"failed (exit {event.exit})"
-    when = "before any change" if event.round == 0 else f"after edits, round {event.round}"
+    when = "before edits" if event.round == 0 else f"round {event.round}"
     return ToolBlock(
         "tests", {"command": event.command}, event.tail, event.ok, event.duration_ms,
         note=f"{verdict} · {when}",

@@ -13,7 +13,12 @@ from fusion_tui.config.settings import UISettings
 from fusion_tui.tui.app import build_app
 from fusion_tui.tui.screens.approval import ApprovalModal
 from tests.fakes.clock import FakeClock
-from tests.tui.scripted_agent_backend import DIFF, ScriptedAgentBackend
+from tests.tui.scripted_agent_backend import (
+    DIFF,
+    ScriptedAgentBackend,
+    fix_with_tests,
+    no_change,
+)
 from tests.tui.scripted_backend import ScriptedBackend
 
 SETTINGS = Settings(ui=UISettings(cursor_blink=False))
@@ -38,6 +43,34 @@ def test_tool_call_blocks_in_the_chat(snap_compare: Any) -> None:
         await _settle(pilot)
 
     app = build_app(SETTINGS, ScriptedAgentBackend())
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+def test_a_fix_checked_by_the_tests(snap_compare: Any) -> None:
+    """You should see `✗ tests(command=pytest -q test_stats.py) · failed (exit 1) · before
+    edits` (scrolled off at 80×24), the step line, `✓ write_file(path=stats.py)` with its diff (`-    return sum(values)
+    / (len(values) - 1)`, `+    return sum(values) / len(values)`), `✓ tests(...) · passed ·
+    round 1`, the answer, and the end line naming stats.py."""
+
+    async def run_before(pilot: Any) -> None:
+        await _settle(pilot)
+        await pilot.press(*"fix stats.py so the tests pass", "enter")
+        await _settle(pilot)
+
+    app = build_app(SETTINGS, ScriptedAgentBackend([fix_with_tests()]))
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+def test_a_change_task_that_changed_nothing(snap_compare: Any) -> None:
+    """You should see the answer "I would divide by len(values)." and under it the end line
+    `no_change · 2 steps · no file was changed`; the status line says `last turn no_change`."""
+
+    async def run_before(pilot: Any) -> None:
+        await _settle(pilot)
+        await pilot.press(*"fix stats.py", "enter")
+        await _settle(pilot)
+
+    app = build_app(SETTINGS, ScriptedAgentBackend([no_change()]))
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
 
 
