@@ -37,6 +37,9 @@ def register(subparsers: Subparsers) -> None:
     p.add_argument("--swa-full", default="auto", choices=["auto", "on", "off"])
     p.add_argument("--flash-attn", default="auto", choices=["auto", "on", "off"])
     p.add_argument("--min-ctx", type=positive, default=2048)
+    p.add_argument(
+        "--draft", metavar="DRAFT.gguf", help="a speculative draft model: its cache is counted too"
+    )
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
 
 
@@ -63,6 +66,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             swa_full_mode=args.swa_full,
             flash_attn=args.flash_attn,
             min_ctx=args.min_ctx,
+            draft_model=args.draft,
         )
     except (GGUFError, KVConfigError) as exc:
         print(f"fusion-tui inspect: {named or model}: {exc}", file=ctx.err)

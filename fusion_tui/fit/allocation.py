@@ -16,8 +16,10 @@ ROUNDING_PER_LINE_BYTES = int(0.005 * MIB)
 _SIZE = re.compile(
     r"(llama_kv_cache|llama_memory_recurrent):\s+size\s*=\s*([0-9]+(?:\.[0-9]+)?)\s*MiB"
 )
-# A new model load starts a new block of size lines.
+# A new model load starts a new block of size lines; a speculative draft model's load does not
+# (its cache is the same server's, counted with the main model's).
 _LOAD_START = re.compile(r"llama_model_loader: loaded meta data|load_model: loading model")
+_DRAFT_LOAD = "loading draft model"
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,12 @@ class Allocation:
 
 def parse_allocation(log_text: str) -> Allocation | None:
     """Size lines after the last model-load marker (or in the whole text without one)."""
-    starts = [m.start() for m in _LOAD_START.finditer(log_text)]
+    starts: list[int] = []
+    previous = 0
+    for m in _LOAD_START.finditer(log_text):
+        if not (starts and _DRAFT_LOAD in log_text[previous : m.start()]):
+            starts.append(m.start())  # else: the draft model's loader, in the main one's block
+        previous = m.start()
     tail = log_text[starts[-1] :] if starts else log_text
     kv = rec = 0.0
     n = 0

@@ -11,6 +11,7 @@ per-slot cap itself.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -73,10 +74,12 @@ def fit_context(
     manual_ctx: int | None = None,
     reserve_bytes: int = COMPUTE_RESERVE,
     max_ctx: int | None = None,
+    extra_kv: Callable[[int], int] | None = None,
 ) -> FitResult:
     """Fit the context for `cfg` (its `ctx` is ignored); `facts=None` uses the file-size scale.
     `min_ctx` and `max_ctx` are per slot; the result's `ctx`, `fitted_ctx` and `cap_ctx` are
-    totals (`-c`)."""
+    totals (`-c`). `extra_kv(ctx)`: bytes another cache of the same context takes (a speculative
+    draft model's), fitted together with this one; its weights belong in `reserve_bytes`."""
     weights = file_size if file_size is not None else (facts.file_size if facts else 0)
     trained = (facts.trained_ctx if facts else 0) or FALLBACK_TRAINED_CTX
     step = _step(cfg)
@@ -88,7 +91,8 @@ def fit_context(
     budget = max(0, memory.available_bytes - weights - reserve_bytes)
 
     def cost(ctx: int) -> int:
-        return _estimate(facts, replace(cfg, ctx=ctx), weights).total_bytes
+        own = _estimate(facts, replace(cfg, ctx=ctx), weights).total_bytes
+        return own + (extra_kv(ctx) if extra_kv else 0)
 
     if cost(cap) <= budget:
         fitted, limited = cap, ("trained context" if trained <= ceiling else "context cap")
@@ -105,12 +109,13 @@ def fit_context(
         fitted, limited = lo * step, "memory"
     ctx = manual_ctx if manual_ctx else fitted
     est = _estimate(facts, replace(cfg, ctx=ctx), weights)
+    extra = extra_kv(ctx) if extra_kv else 0
     return FitResult(
         ctx=ctx,
         fitted_ctx=fitted,
         per_slot_ctx=est.n_ctx_seq,
         manual=bool(manual_ctx),
-        fits=est.total_bytes <= budget,
+        fits=est.total_bytes + extra <= budget,
         limited_by=limited,
         trained_ctx=trained,
         cap_ctx=cap,

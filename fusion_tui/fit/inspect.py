@@ -28,11 +28,13 @@ def inspect_model(
     flash_attn: str = "auto",
     min_ctx: int = 2048,
     memory: Memory | None = None,
+    draft_model: str | os.PathLike[str] | None = None,
 ) -> dict[str, Any]:
-    """The inspect report as a JSON-ready dict; raises GGUFError / KVConfigError."""
+    """The inspect report as a JSON-ready dict; raises GGUFError / KVConfigError. With
+    `draft_model` (speculative decoding), its weights and cache are fitted in too."""
     plan = plan_launch(
         path, parallel, ctx, ubatch, type_k, type_v, kv_unified, swa_full_mode, min_ctx, memory,
-        flash_attn=flash_attn, allow_fallback=False,
+        flash_attn=flash_attn, allow_fallback=False, draft_model_path=draft_model,
     )  # fmt: skip
     return report_from_plan(plan)
 
@@ -77,7 +79,20 @@ def report_from_plan(plan: LaunchPlan) -> dict[str, Any]:
         "approximate": plan.estimate.approximate,
         "fit": plan.fit.to_dict(),
         "server_args": plan.server_args(),
+        "draft_model": str(plan.draft_path) if plan.draft_path else None,
+        "draft_weights_bytes": _draft_weights(plan),
+        "draft_kv_bytes": plan.draft_estimate.total_bytes if plan.draft_estimate else None,
+        "kv_bytes_with_draft": plan.kv_bytes_total,
     }
+
+
+def _draft_weights(plan: LaunchPlan) -> int | None:
+    if plan.draft_path is None:
+        return None
+    try:
+        return plan.draft_path.stat().st_size
+    except OSError:
+        return None
 
 
 def _mib(n: int) -> str:
@@ -105,7 +120,12 @@ def format_report(r: dict[str, Any]) -> str:
         ("", ""),
         ("available memory", f"{_mib(fit['available_bytes'])} ({fit['memory_source']})"),
         ("− weights", _mib(fit["weights_bytes"])),
-        ("− compute reserve", _mib(fit["reserve_bytes"])),
+        *(
+            [("− draft model weights", _mib(r["draft_weights_bytes"]))]
+            if r.get("draft_weights_bytes")
+            else []
+        ),
+        ("− compute reserve", _mib(fit["reserve_bytes"] - (r.get("draft_weights_bytes") or 0))),
         ("= KV budget", _mib(fit["kv_budget_bytes"])),
         ("fitted context", f"{r['fitted_ctx']:,} (limited by {fit['limited_by']})"),
         ("context (-c)", f"{r['ctx']:,}" + (" (manual)" if fit["manual"] else "")),
@@ -124,6 +144,14 @@ def format_report(r: dict[str, Any]) -> str:
                                               f"{_mib(g['bytes'])}"))  # fmt: skip
     rows += [
         ("KV total", _mib(r["kv_bytes_total"]) + ("" if fit["fits"] else "  (does NOT fit)")),
+        *(
+            [
+                ("draft model KV", _mib(r["draft_kv_bytes"])),
+                ("KV with the draft", _mib(r["kv_bytes_with_draft"])),
+            ]
+            if r.get("draft_kv_bytes") is not None
+            else []
+        ),
         ("--swa-full", f"{'yes' if r['swa_full'] else 'no'} — {r['swa_full_reason']}"),
         ("prefix reuse", r["prefix_reuse"]),
         ("server args", " ".join(r["server_args"])),

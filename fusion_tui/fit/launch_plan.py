@@ -49,6 +49,9 @@ class LaunchPlan:
     fit: FitResult
     facts: ModelFacts | None
     header_error: str | None = None
+    draft_path: Path | None = None
+    """A speculative draft model: its cache has the main one's context and slots."""
+    draft_estimate: KVEstimate | None = None
 
     @property
     def fallback(self) -> bool:
@@ -56,8 +59,9 @@ class LaunchPlan:
 
     @property
     def kv_bytes_total(self) -> int:
-        """What the server will allocate: KV cache plus recurrent state."""
-        return self.estimate.total_bytes
+        """What the server will allocate: KV cache plus recurrent state (the draft's too)."""
+        draft = self.draft_estimate.total_bytes if self.draft_estimate else 0
+        return self.estimate.total_bytes + draft
 
     def to_dict(self) -> dict[str, Any]:
         """Same as `record()`: the launch-record entry."""
@@ -94,8 +98,12 @@ class LaunchPlan:
             "swa_full": self.swa_full,
             "swa_full_reason": self.swa_full_reason,
             "prefix_reuse": self.prefix_reuse,
-            "kv_estimate_bytes": self.estimate.total_bytes,
+            "kv_estimate_bytes": self.kv_bytes_total,
             "kv_estimate": self.estimate.to_dict(),
+            "draft_model_path": str(self.draft_path) if self.draft_path else None,
+            "draft_kv_estimate_bytes": (
+                self.draft_estimate.total_bytes if self.draft_estimate else None
+            ),
             "fit": self.fit.to_dict(),
             "fallback": self.fallback,
             "header_error": self.header_error,
@@ -119,10 +127,13 @@ def plan_launch(
     flash_attn: str = "auto",
     reserve_bytes: int = COMPUTE_RESERVE,
     allow_fallback: bool = True,
+    draft_model_path: str | os.PathLike[str] | None = None,
 ) -> LaunchPlan:
     """Plan a launch. Raises `KVConfigError` for a configuration the server would refuse, and
     `GGUFError` for an unreadable header unless `allow_fallback` (then a file-size estimate).
-    `memory_bytes` overrides the measured memory; `max_ctx` lowers the 262,144 ceiling."""
+    `memory_bytes` overrides the measured memory; `max_ctx` lowers the 262,144 ceiling.
+    `draft_model_path`: a speculative draft model, whose weights and cache (same context and
+    slots, the main cache's types) are fitted with the main model's."""
     path = Path(model_path)
     mode = _mode(swa_full_mode)
     fa_on, refusal = flash_attn_requirement(type_v, flash_attn)
@@ -143,18 +154,34 @@ def plan_launch(
         type_v=type_v, flash_attn=fa_on,
     )  # fmt: skip
 
+    draft_facts: ModelFacts | None = None
+    extra_kv = None
+    if draft_model_path is not None:
+        try:
+            draft_facts = read_model_facts(Path(draft_model_path))
+        except GGUFError as exc:
+            raise KVConfigError(f"draft model {draft_model_path}: {exc}") from None
+        reserve_bytes += draft_facts.file_size
+        dfacts = draft_facts
+
+        def extra_kv(total_ctx: int) -> int:
+            return estimate_kv(dfacts, replace(cfg, ctx=total_ctx)).total_bytes
+
     if facts is None:
         fit = fit_context(None, cfg, mem, file_size=file_size, min_ctx=min_ctx, manual_ctx=ctx,
-                          reserve_bytes=reserve_bytes, max_ctx=max_ctx)  # fmt: skip
+                          reserve_bytes=reserve_bytes, max_ctx=max_ctx,
+                          extra_kv=extra_kv)  # fmt: skip
         est = fallback_estimate(file_size, replace(cfg, ctx=fit.ctx))
         return LaunchPlan(
             path, fit.ctx, est.n_ctx_seq, parallel, kv_unified, est.n_ubatch, type_k, type_v,
             fa_on, False, "header unreadable: no --swa-full", "none", est, fit, None, header_error,
+            _draft_path(draft_model_path), _draft_estimate(draft_facts, cfg, fit.ctx),
         )  # fmt: skip
 
     want_full = mode == "on" and decide_swa_full(facts, "on").swa_full
     fit = fit_context(facts, replace(cfg, swa_full=want_full), mem, min_ctx=min_ctx,
-                      manual_ctx=ctx, reserve_bytes=reserve_bytes, max_ctx=max_ctx)  # fmt: skip
+                      manual_ctx=ctx, reserve_bytes=reserve_bytes, max_ctx=max_ctx,
+                      extra_kv=extra_kv)  # fmt: skip
     if mode == "auto":
         full = estimate_kv(facts, replace(cfg, ctx=fit.ctx, swa_full=True)).total_bytes
         verdict = decide_swa_full(facts, "auto", full, fit.kv_budget_bytes)
@@ -180,7 +207,17 @@ def plan_launch(
         estimate=est,
         fit=fit,
         facts=facts,
+        draft_path=_draft_path(draft_model_path),
+        draft_estimate=_draft_estimate(draft_facts, cfg, fit.ctx),
     )
+
+
+def _draft_path(path: str | os.PathLike[str] | None) -> Path | None:
+    return Path(path) if path is not None else None
+
+
+def _draft_estimate(facts: ModelFacts | None, cfg: KVConfig, ctx: int) -> KVEstimate | None:
+    return estimate_kv(facts, replace(cfg, ctx=ctx)) if facts is not None else None
 
 
 def _mode(value: str) -> SwaMode:

@@ -193,3 +193,24 @@ def test_plan_launch_overrides(tmp_path: Path) -> None:
     assert p.kv_bytes_total == p.estimate.total_bytes and p.to_dict()["ctx"] == 4096
     with pytest.raises(KVConfigError, match="swaFull"):
         plan_launch(path, swa_full_mode="maybe")
+
+
+DRAFT_LOG = """\
+load_model: loading model '/m/coder-1.5b.gguf'
+llama_model_loader: loaded meta data with 26 key-value pairs and 339 tensors
+llama_kv_cache: size =  224.00 MiB (  8192 cells,  28 layers,  1/1 seqs), K (f16):  112.00 MiB
+common_speculative_init_result: loading draft model '/m/coder-0.5b.gguf'
+llama_model_loader: loaded meta data with 26 key-value pairs and 291 tensors
+llama_kv_cache: size =   96.00 MiB (  8192 cells,  24 layers,  1/1 seqs), K (f16):   48.00 MiB
+"""
+
+
+def test_a_draft_models_cache_counts_with_the_main_ones() -> None:
+    a = parse_allocation(DRAFT_LOG)
+    assert a is not None and a.kv_bytes == 320 * MIB and a.lines == 2
+    relaunch = (
+        DRAFT_LOG
+        + "load_model: loading model '/m/other.gguf'\n"
+        + ("llama_kv_cache: size =   10.00 MiB (  512 cells)\n")
+    )
+    assert parse_allocated_kv_bytes(relaunch) == 10 * MIB  # a later launch is a new block
