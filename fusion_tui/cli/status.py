@@ -1,7 +1,8 @@
 """Provides `fusion-tui status [--json]`: what the managed server is doing (the `--json` fields
 are an interface: running, pid, url, model_path, model, parallel, ctx, n_ctx_slot, started_at,
-uptime_s, tok_s, probe_partial, repack_off, note, kv_estimate_bytes, kv_allocated_bytes,
-log_path, slots, health, endpoints)."""
+uptime_s, tok_s, probe_partial, repack_off, note, speculative, kv_estimate_bytes,
+kv_allocated_bytes, log_path, slots, health, endpoints; `speculative` is what runs and why:
+setting, choice, reason, args, and for `auto` the trial's figures)."""
 
 from __future__ import annotations
 
@@ -50,6 +51,7 @@ async def status(args: argparse.Namespace, ctx: Context) -> int:
             probe_partial=probe.partial if probe else None,
             repack_off=record.repack_off,
             note=record.note,
+            speculative=record.speculative,
             kv_estimate_bytes=record.kv_estimate_bytes,
             kv_allocated_bytes=record.kv_allocated_bytes,
             log_path=record.log_path,

@@ -11,6 +11,7 @@ import re
 from urllib.parse import urlsplit
 
 from fusion_tui.config.settings import EndpointSettings, Settings
+from fusion_tui.config.speculative import SpeculativeError, parse_setting
 
 MANAGED_LABEL = "here"
 """The label of the managed endpoint when the config gives none."""
@@ -69,6 +70,10 @@ def check_settings(settings: Settings) -> None:
             )
         seen[label] = i
     _check_rpc(settings.local_models.managed.rpc)
+    try:
+        parse_setting(settings.local_models.managed.speculative)
+    except SpeculativeError as exc:
+        raise CheckError(("localModels", "managed", "speculative"), str(exc)) from None
     threads = settings.local_models.managed.threads
     if isinstance(threads, int) and threads < 1:
         raise CheckError(

@@ -30,6 +30,8 @@ CHOICES: dict[tuple[str, ...], tuple[str, ...]] = {
 CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl", "turbo3")
 CHOICES[("localModels", "managed", "cacheTypeK")] = CACHE_TYPES
 CHOICES[("localModels", "managed", "cacheTypeV")] = CACHE_TYPES
+ON_OFF_TEXT = {("localModels", "managed", "speculative")}
+"""Free-text settings where `off` is a value: YAML 1.1 reads a bare `off` as false."""
 RESERVED_ENV = {"FUSION_TUI_HOME", "FUSION_TUI_CONFIG", "FUSION_TUI_API_KEY"}
 
 
@@ -203,7 +205,7 @@ def _convert(tp: Any, value: Any, path: tuple[str, ...]) -> Any:
         return float(value)
     if tp is str:
         choices = CHOICES.get(path)
-        if isinstance(value, bool) and choices and "on" in choices:
+        if isinstance(value, bool) and ((choices and "on" in choices) or path in ON_OFF_TEXT):
             value = "on" if value else "off"  # YAML 1.1 reads a bare on/off as a boolean
         if not isinstance(value, str | int | float) or isinstance(value, bool):
             raise _FieldError(path, f"should be text, not {value!r}")

@@ -69,6 +69,9 @@ class ManagedSettings:
     extra_args: tuple[str, ...] = ()
     rpc: tuple[str, ...] = ()
     """`host:port` of llama.cpp `ggml-rpc-server`s: one model's layers spread over machines."""
+    speculative: str = "auto"
+    """`auto | off | <type> | draft:<model>`: speculative decoding. `auto` measures it once per
+    model and machine at launch and keeps it where it is faster (docs/speculative.md)."""
 
     @property
     def thread_count(self) -> int | None:

@@ -25,6 +25,7 @@ from typing import Any
 import anyio
 
 from fusion_tui.config import Settings
+from fusion_tui.config.speculative import SpeculativeError, parse_setting
 from fusion_tui.fit.kv import KVConfigError
 from fusion_tui.fit.launch_plan import LaunchPlan, plan_launch
 from fusion_tui.fit.rpc_plan import rpc_launch_plan
@@ -51,6 +52,11 @@ from fusion_tui.server.process.daemon import ManagedDaemon
 from fusion_tui.server.process.launch import LaunchSpec
 from fusion_tui.server.process.probe import ProbeResult, model_display_name
 from fusion_tui.server.process.records import LaunchRecord
+from fusion_tui.server.process.speculative import (
+    resolve_draft,
+    short_name_lookup,
+    speculative_choice,
+)
 from fusion_tui.server.types import Props
 from fusion_tui.status import ServerStatus
 
@@ -228,7 +234,20 @@ def plan_for(
         memory_bytes=memory_bytes if memory_bytes is not None else m.memory_bytes,
         flash_attn=m.flash_attn,
         allow_fallback=allow_fallback,
+        draft_model_path=draft_model(settings),
     )
+
+
+def draft_model(settings: Settings) -> Path | None:
+    """The speculative draft model `localModels.managed.speculative` names (`draft:…`), if any;
+    `KVConfigError` when it names none that exists."""
+    parsed = parse_setting(settings.local_models.managed.speculative)
+    if parsed.kind != "draft":
+        return None
+    try:
+        return resolve_draft(parsed.draft, short_name_lookup)
+    except SpeculativeError as exc:
+        raise KVConfigError(f"speculative {exc}") from None
 
 
 def plan_spec(
@@ -265,6 +284,7 @@ def plan_spec(
         threads=managed.thread_count,
         extra_args=managed.extra_args,
         rpc=managed.rpc,
+        speculative=managed.speculative,
     )
     record = plan.to_dict()
     if devices is not None:
@@ -361,6 +381,7 @@ async def connect(
         n_ctx=props.n_ctx,
         tok_s=probe.tok_s if probe else None,
         note=record.note,
+        speculative=speculative_choice(record),
     )
     launched = ours(record)
     conn = Connection(client, props, status, record, probe, note, launched)

@@ -128,6 +128,10 @@ class Timings:
     predicted_n: int = 0
     predicted_ms: float = 0.0
     predicted_per_second: float = 0.0
+    draft_n: int = 0
+    """Tokens drafted by speculative decoding for this request (0 when it is off)."""
+    draft_n_accepted: int = 0
+    """Of those, the ones the model accepted."""
 
     @classmethod
     def from_json(cls, data: Any) -> Timings:
@@ -141,6 +145,8 @@ class Timings:
             predicted_n=_int(data, "predicted_n"),
             predicted_ms=_float(data, "predicted_ms"),
             predicted_per_second=_float(data, "predicted_per_second"),
+            draft_n=_int(data, "draft_n"),
+            draft_n_accepted=_int(data, "draft_n_accepted"),
         )
 
 

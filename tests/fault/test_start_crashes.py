@@ -39,7 +39,8 @@ def spec(model: Path) -> LaunchSpec:
 
 def settings_for(binary: Path, model: Path) -> Settings:
     base = Settings()
-    managed = replace(base.local_models.managed, parallel=2, ctx=1024)
+    # speculative off: the fake binaries count their starts, and `auto` would add its trial's
+    managed = replace(base.local_models.managed, parallel=2, ctx=1024, speculative="off")
     return replace(
         base,
         server=replace(base.server, binary=str(binary)),
@@ -336,6 +337,8 @@ def test_headless_launch_prints_the_ready_line_with_the_choice_and_the_rate(
 ) -> None:
     binary = fake_binary(tmp_path / "bin", "sigill-unless-no-repack")
     monkeypatch.setenv("FUSION_TUI_SERVER__BINARY", str(binary))
+    # the fake binary counts its starts; `speculative: auto` would add its trial's
+    monkeypatch.setenv("FUSION_TUI_LOCALMODELS__MANAGED__SPECULATIVE", "off")
     try:
         assert main(["launch", str(model), "--parallel", "2", "--ctx", "1024"]) == 0
         out = capsys.readouterr().out.strip()

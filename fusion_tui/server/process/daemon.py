@@ -27,14 +27,15 @@ from typing import Any
 
 import anyio
 
+from fusion_tui.config.speculative import AUTO, OFF, SpeculativeError, parse_setting
 from fusion_tui.paths import AppPaths
 from fusion_tui.server.errors import DaemonStartError, ServerError
 from fusion_tui.server.http.client import LlamaClient
 from fusion_tui.server.process import crash
 from fusion_tui.server.process.binary import find_llama_server
 from fusion_tui.server.process.child import HOST, BindFailed, ChildWatch, StatusCallback
-from fusion_tui.server.process.cpu_quirks import REPACK_OFF_ARG, CpuQuirks, has_repack_off
-from fusion_tui.server.process.launch import LaunchSpec, LaunchSpecError
+from fusion_tui.server.process.cpu_quirks import REPACK_OFF_ARG, CpuQuirks, has_repack_off, read_cpu
+from fusion_tui.server.process.launch import LaunchSpec, LaunchSpecError, usable_cores
 from fusion_tui.server.process.pids import is_ours, owner_alive, start_time
 from fusion_tui.server.process.probe import (
     ProbeResult,
@@ -46,6 +47,18 @@ from fusion_tui.server.process.probe import (
 )
 from fusion_tui.server.process.records import LaunchRecord
 from fusion_tui.server.process.server_log import LOG_MAX_BYTES
+from fusion_tui.server.process.spec_trial import TrialError, run_trial
+from fusion_tui.server.process.speculative import (
+    AUTO_CANDIDATES,
+    SpecDecision,
+    Verdicts,
+    decide,
+    resolve_draft,
+    short_name_lookup,
+    spec_args,
+    user_owns_speculation,
+    verdict_key,
+)
 from fusion_tui.server.process.start_lock import start_lock
 
 MAX_BIND_ATTEMPTS = 3
@@ -69,6 +82,11 @@ def _same_file(a: str | Path, b: str | Path) -> bool:
         return Path(a).expanduser().resolve() == Path(b).expanduser().resolve()
     except OSError:
         return False
+
+
+def _cpu_name() -> str:
+    cpu = read_cpu()
+    return f"{cpu.model} {' '.join(cpu.flags)}"
 
 
 def _repack_off(spec: LaunchSpec) -> LaunchSpec:
@@ -311,10 +329,13 @@ class ManagedDaemon(ChildWatch):
         first_port: int | None = None,
     ) -> LaunchRecord:
         """Spawn and wait; a port taken between our check and the server's bind gets a retry."""
+        spec, decision = await self.resolve_speculative(spec, binary, say)
         for attempt in range(MAX_BIND_ATTEMPTS):
             port = first_port if attempt == 0 and first_port else free_port()
             say(f"starting llama-server on port {port}")
             record = self._spawn(spec, binary, port, fit, kv_estimate_bytes, owner)
+            record.speculative = decision.to_json()
+            self.files.write(record)
             try:
                 await self._wait_started(record, say)
             except BindFailed:
@@ -327,6 +348,59 @@ class ManagedDaemon(ChildWatch):
             kind="bind",
             log_path=str(self.log_path),
         )
+
+    async def resolve_speculative(
+        self, spec: LaunchSpec, binary: Path, say: StatusCallback
+    ) -> tuple[LaunchSpec, SpecDecision]:
+        """`spec` with the speculative flags its setting resolves to, and the decision.
+
+        `auto` reuses the verdict kept for this model, binary, CPU and thread count, else runs the
+        trial (`spec_trial.py`) and keeps what it found; a trial that cannot measure launches
+        without speculation and is tried again at the next launch."""
+        setting = spec.speculative
+        if user_owns_speculation(spec.extra_args):
+            decision = SpecDecision(setting, "extra-args", "extraArgs set speculative decoding")
+            return replace(spec, spec_args=()), decision
+        parsed = parse_setting(setting)
+        if parsed.kind == "off":
+            return replace(spec, spec_args=()), SpecDecision(setting, OFF, "configured off")
+        if parsed.kind == "ngram":
+            args = tuple(spec_args(parsed.ngram))
+            decision = SpecDecision(setting, parsed.ngram, "configured", args)
+            return replace(spec, spec_args=args), decision
+        if parsed.kind == "draft":
+            try:
+                path = resolve_draft(parsed.draft, short_name_lookup)
+            except SpeculativeError as exc:
+                raise DaemonStartError(
+                    f"cannot launch llama-server: speculative {exc}", kind="settings"
+                ) from None
+            types = (spec.cache_type_k, spec.cache_type_v)
+            args = tuple(spec_args("draft", path, types))
+            decision = SpecDecision(setting, "draft", "configured", args, str(path))
+            return replace(spec, spec_args=args), decision
+        assert parsed.kind == AUTO
+        threads = " ".join(spec.thread_args())
+        key = verdict_key(spec.model, binary, _cpu_name(), usable_cores(), threads, "")
+        verdicts = Verdicts(self.paths.daemon_dir)
+        kept = verdicts.get(key)
+        if kept is None:
+            say("choosing speculative decoding: a short measurement, once for this model here")
+            candidates = [(c, tuple(spec_args(c))) for c in AUTO_CANDIDATES]
+            load = f"{os.getloadavg()[0]:.2f}"
+            try:
+                trial = await run_trial(spec, binary, candidates, self.paths.log_dir, say)
+            except TrialError as exc:
+                say(f"speculative decoding stays off: the measurement failed ({exc})")
+                return replace(spec, spec_args=()), SpecDecision(
+                    AUTO, OFF, f"measurement failed: {exc}", load=load
+                )
+            choice, reason = decide(trial)
+            args = tuple(spec_args(choice)) if choice != OFF else ()
+            kept = SpecDecision(AUTO, choice, reason, args, trial=tuple(trial),
+                                measured_at=time.time(), load=load)  # fmt: skip
+            verdicts.put(key, kept)
+        return replace(spec, spec_args=kept.args), kept
 
     # --- stopping ------------------------------------------------------------------------------
 

@@ -30,6 +30,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fusion_tui.config.speculative import SpeculativeError, parse_setting
+from fusion_tui.server.process.speculative import user_owns_speculation
+
 CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 FLASH_ATTN = ("on", "off", "auto")
 UNQUANTISED = ("f32", "f16", "bf16")
@@ -86,6 +89,12 @@ class LaunchSpec:
     extra_args: tuple[str, ...] = field(default_factory=tuple)
     rpc: tuple[str, ...] = ()
     """`host:port` of ggml-rpc-servers (`--rpc`): the model's layers spread over those machines."""
+    speculative: str = "off"
+    """`localModels.managed.speculative` as configured (`auto`, `off`, a type, `draft:…`); the
+    daemon resolves it into `spec_args` before launching (`speculative.py`)."""
+    spec_args: tuple[str, ...] = ()
+    """The speculative-decoding flags the resolved choice adds (none when extraArgs set their
+    own `--spec-type` or draft model: the user's setup wins)."""
 
     def validate(self) -> None:
         """Raise `LaunchSpecError` for a setting the server would refuse or misread."""
@@ -122,6 +131,10 @@ class LaunchSpec:
             raise LaunchSpecError(
                 "set the RPC servers in localModels.managed.rpc, not in extraArgs"
             )
+        try:
+            parse_setting(self.speculative)
+        except SpeculativeError as exc:
+            raise LaunchSpecError(f"speculative {exc}") from None
         if self.cache_type_v not in UNQUANTISED and self.flash_attn == "off":
             raise LaunchSpecError(
                 f"a quantised V cache ({self.cache_type_v}) needs flash attention: use "
@@ -201,6 +214,8 @@ class LaunchSpec:
         args += self.thread_args(cores, environ)
         if self.rpc:
             args += ["--rpc", ",".join(self.rpc)]
+        if self.spec_args and not user_owns_speculation(self.extra_args):
+            args += list(self.spec_args)
         args += list(self.extra_args)
         return args
 
@@ -210,4 +225,5 @@ class LaunchSpec:
         data["slot_save_path"] = None if self.slot_save_path is None else str(self.slot_save_path)
         data["extra_args"] = list(self.extra_args)
         data["rpc"] = list(self.rpc)
+        data["spec_args"] = list(self.spec_args)
         return data

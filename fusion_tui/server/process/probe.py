@@ -22,11 +22,13 @@ from typing import Any
 
 import anyio
 
+from fusion_tui.config.speculative import OFF
 from fusion_tui.gguf.reader import GGUFError, read_header
 from fusion_tui.models.catalog import catalog_title
 from fusion_tui.server.errors import ProtocolError
 from fusion_tui.server.http.client import LlamaClient
 from fusion_tui.server.process.records import LaunchRecord, read_json, write_json
+from fusion_tui.server.process.speculative import SpecDecision
 from fusion_tui.server.types import StreamEnd, TextDelta
 
 PROBE_FILE = "probe.json"
@@ -213,6 +215,15 @@ def rate_words(probe: ProbeResult) -> str:
     return words
 
 
+def speculative_words(record: LaunchRecord) -> str:
+    """What the record says about speculative decoding, for the ready line ("" when it was
+    configured off): `speculative ngram-simple (auto: 1.21× copying, 1.00× writing)`."""
+    decision = SpecDecision.from_json(record.speculative)
+    if decision is None or (decision.setting == OFF and not decision.on):
+        return ""
+    return decision.words
+
+
 def ready_line(record: LaunchRecord, probe: ProbeResult | None) -> str:
     """`ready · SmolLM2-135M-Instruct · 4 slots × 4096 ctx · ~95 tok/s single stream`, then the
     record's note (e.g. `repacking off: this CPU traps on AMX`) when it has one."""
@@ -221,6 +232,9 @@ def ready_line(record: LaunchRecord, probe: ProbeResult | None) -> str:
     parts = ["ready", model_display_name(record.model_path), f"{slots} × {ctx} ctx"]
     if probe is not None:
         parts.append(rate_words(probe))
+    spec = speculative_words(record)
+    if spec:
+        parts.append(spec)
     if record.note:
         parts.append(record.note)
     return " · ".join(parts)

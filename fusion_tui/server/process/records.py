@@ -74,6 +74,8 @@ class LaunchRecord:
     """Started with `--no-repack` because this CPU traps on the repacked kernels."""
     note: str = ""
     """Said on the ready line and by `status`, e.g. "repacking off: this CPU traps on AMX"."""
+    speculative: dict[str, Any] | None = None
+    """What speculative decoding runs and why (`speculative.SpecDecision.to_json`)."""
     version: int = RECORD_VERSION
 
     @property
@@ -109,6 +111,9 @@ class LaunchRecord:
                 owner_start=str(data.get("owner_start") or ""),
                 repack_off=bool(data.get("repack_off", False)),
                 note=str(data.get("note") or ""),
+                speculative=(
+                    data.get("speculative") if isinstance(data.get("speculative"), dict) else None
+                ),
                 version=int(data.get("version", RECORD_VERSION)),
             )
         except (KeyError, TypeError, ValueError):

@@ -13,7 +13,7 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from fusion_tui.server.types import Timings
-from fusion_tui.status import RecentRates, ServerStatus
+from fusion_tui.status import Acceptance, RecentRates, ServerStatus
 
 
 class StatusLine(Static):
@@ -39,22 +39,30 @@ class StatusLine(Static):
     """What is happening right now (waiting for a slot, prompt progress)."""
     recent_rate: reactive[float | None] = reactive(None, layout=True)
     """Median decode rate of the last few turns."""
+    acceptance: reactive[float | None] = reactive(None, layout=True)
+    """Share of drafted tokens accepted over the last few turns that drafted."""
     endpoint: reactive[str] = reactive("", layout=True)
     """The endpoint of the turn (set only when several endpoints are configured)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._rates = RecentRates()
+        self._accepted = Acceptance()
 
     def turn_finished(self, timings: Timings, summary: str) -> None:
         """A request ended: show its telemetry and fold its decode rate into the recent rate."""
         self.last_turn = summary
         if timings.predicted_n > 1:  # a one-token answer has no meaningful rate
             self.recent_rate = self._rates.add(timings.predicted_per_second)
+        if timings.draft_n:
+            self.acceptance = self._accepted.add(timings.draft_n, timings.draft_n_accepted)
 
     def render(self) -> str:
         """One line when it fits; else the turn's telemetry goes on a second line, never lost."""
-        parts = [replace(self.server, recent_tok_s=self.recent_rate).summary()]
+        acceptance = self.acceptance if self.server.speculative else None
+        parts = [
+            replace(self.server, recent_tok_s=self.recent_rate, acceptance=acceptance).summary()
+        ]
         if self.endpoint:  # several endpoints
             parts[0] = f"{self.endpoint} · {parts[0]}"
         if self.activity:
