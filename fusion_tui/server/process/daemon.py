@@ -84,6 +84,22 @@ def _same_file(a: str | Path, b: str | Path) -> bool:
         return False
 
 
+def _load() -> float:
+    """The 1-minute load average (0 where the platform has none)."""
+    try:
+        return os.getloadavg()[0]
+    except OSError:  # pragma: no cover
+        return 0.0
+
+
+def _busy(load: str | float, cores: int) -> bool:
+    """A load average at or above the core count: someone was always waiting for a core."""
+    try:
+        return float(load) >= cores
+    except ValueError:
+        return False
+
+
 def _cpu_name() -> str:
     cpu = read_cpu()
     return f"{cpu.model} {' '.join(cpu.flags)}"
@@ -355,8 +371,10 @@ class ManagedDaemon(ChildWatch):
         """`spec` with the speculative flags its setting resolves to, and the decision.
 
         `auto` reuses the verdict kept for this model, binary, CPU and thread count, else runs the
-        trial (`spec_trial.py`) and keeps what it found; a trial that cannot measure launches
-        without speculation and is tried again at the next launch."""
+        trial (`spec_trial.py`) and keeps what it found; a verdict measured while the machine was
+        busy (load average at or above its cores) is measured again by the first launch that finds
+        it less busy. A trial that cannot measure launches without speculation and is tried again
+        at the next launch."""
         setting = spec.speculative
         if user_owns_speculation(spec.extra_args):
             decision = SpecDecision(setting, "extra-args", "extraArgs set speculative decoding")
@@ -384,10 +402,13 @@ class ManagedDaemon(ChildWatch):
         key = verdict_key(spec.model, binary, _cpu_name(), usable_cores(), threads, "")
         verdicts = Verdicts(self.paths.daemon_dir)
         kept = verdicts.get(key)
+        cores = usable_cores()
+        if kept is not None and _busy(kept.load, cores) and not _busy(_load(), cores):
+            kept = None  # measured while others kept every core busy: measure again now
         if kept is None:
             say("choosing speculative decoding: a short measurement, once for this model here")
             candidates = [(c, tuple(spec_args(c))) for c in AUTO_CANDIDATES]
-            load = f"{os.getloadavg()[0]:.2f}"
+            load = f"{_load():.2f}"
             try:
                 trial = await run_trial(spec, binary, candidates, self.paths.log_dir, say)
             except TrialError as exc:
