@@ -43,10 +43,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _decode_core as core
 import _humaneval_core as he
 
+from fusion_tui.config.speculative import parse_setting
 from fusion_tui.demo_model import demo_model_path
-from fusion_tui.server.binary import find_llama_server
-from fusion_tui.server.launch import LaunchSpec
-from fusion_tui.server.speculative import parse_setting, resolve_draft, spec_args
+from fusion_tui.server.process.binary import find_llama_server
+from fusion_tui.server.process.launch import LaunchSpec
+from fusion_tui.server.process.speculative import resolve_draft, spec_args
 
 CTX = 8192
 MAX_TOKENS = {"rewrite": 2600, "edit": 400, "explain": 300, "humaneval": 512}

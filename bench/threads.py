@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import socket
 import statistics
 import subprocess
@@ -300,6 +301,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--model", type=Path, help="GGUF to serve (default: the demo model)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the servers are stopped too
     settings: tuple[Setting, ...] = SETTINGS
     if args.only:
         wanted = [w.strip() for w in args.only.split(",")]

@@ -9,11 +9,11 @@ import pytest
 
 from fusion_tui.fit.launch_plan import plan_launch
 from fusion_tui.paths import AppPaths
-from fusion_tui.server.client import LlamaClient
-from fusion_tui.server.daemon import ManagedDaemon
-from fusion_tui.server.launch import LaunchSpec
-from fusion_tui.server.spec_trial import TRIAL_LOG
-from fusion_tui.server.speculative import SpecDecision
+from fusion_tui.server.http.client import LlamaClient
+from fusion_tui.server.process.daemon import ManagedDaemon
+from fusion_tui.server.process.launch import LaunchSpec
+from fusion_tui.server.process.spec_trial import TRIAL_LOG
+from fusion_tui.server.process.speculative import SpecDecision
 from fusion_tui.server.types import StreamEnd
 
 pytestmark = pytest.mark.server

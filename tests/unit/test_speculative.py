@@ -73,7 +73,7 @@ def test_an_ngram_type_gets_its_tuned_draft_lengths() -> None:
 def test_a_draft_path_must_exist_and_a_short_name_must_be_known(tmp_path: Path) -> None:
     with pytest.raises(SpeculativeError, match="no file there"):
         resolve_draft(str(tmp_path / "missing.gguf"))
-    with pytest.raises(SpeculativeError, match="not a model fusion-tui knows"):
+    with pytest.raises(SpeculativeError, match="not an installed model fusion-tui knows"):
         resolve_draft("coder-0.5b", lambda _name: None)
     small = tmp_path / "coder-0.5b.gguf"
     small.write_bytes(b"GGUF")

@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from fusion_tui.config.speculative import AUTO, NGRAM_TYPES, OFF, SpeculativeError
+from fusion_tui.models.catalog import catalog_model, short_names
+from fusion_tui.models.packaged import ModelFileError
 from fusion_tui.server.process.records import read_json, write_json
 
 VERDICTS_FILE = "speculative.json"
@@ -68,19 +70,22 @@ def resolve_draft(name: str, lookup: Callable[[str], Path | None] | None = None)
     found = lookup(name) if lookup is not None else None
     if found is None or not found.is_file():
         raise SpeculativeError(
-            f"draft model {name!r} is not a model fusion-tui knows by that name; give a GGUF path "
-            "(draft:/path/to/small.gguf)"
+            f"draft model {name!r} is not an installed model fusion-tui knows by that name "
+            f"({short_names()}); give a GGUF path (draft:/path/to/small.gguf)"
         )
     return found
 
 
 def short_name_lookup(name: str) -> Path | None:
-    """A model fusion-tui assembled into the user cache folder under a short name
-    (`<cache>/models/<name>.gguf`), or None."""
-    import platformdirs
-
-    path = Path(platformdirs.user_cache_dir("fusion-tui")) / "models" / f"{name}.gguf"
-    return path if path.is_file() else None
+    """The GGUF of a catalogue model by short name (assembled from its packages on first use,
+    as the main model is), or None when the name is not in the catalogue or not installed."""
+    model = catalog_model(name)
+    if model is None or not model.available():
+        return None
+    try:
+        return model.path()
+    except ModelFileError as exc:
+        raise SpeculativeError(f"draft model {name}: {exc}") from None
 
 
 def user_owns_speculation(extra_args: tuple[str, ...] | list[str]) -> bool:
