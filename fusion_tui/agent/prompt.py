@@ -139,38 +139,26 @@ user asked a question, answer in plain words. After your change, say in one sent
 did."""
 
 TOOLS_HEAD = (
-    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
-    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>"
+    "# Tools\n\nTo see a file that is not shown, to search the workspace or to run a command, "
+    "call one of these tools:"
 )
 TOOLS_TAIL = (
-    "</tools>\n\nFor each function call, return a json object with function name and "
-    "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n"
-    '{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>'
+    "Call a tool by writing, on lines of their own:\n<tool_call>\n"
+    '{"name": "read_file", "arguments": {"path": "src/app.py"}}\n</tool_call>\n'
+    "then stop: its result comes back in the next message. The functions in the workspace's "
+    "files are not tools; to change one, write its file."
 )
-"""Qwen2.5's own words for tools in its system message (its chat template's), so the model
-sees the format it was trained on; other models read them as plain instructions."""
-
-
-_CHECK_ONLY = frozenset({"maxLength", "additionalProperties"})
-"""Schema keys that only our argument check uses: the model needs none of them, and every
-request pays for them."""
-
-
-def _shown(schema: Any) -> Any:
-    if isinstance(schema, dict):
-        return {k: _shown(v) for k, v in schema.items() if k not in _CHECK_ONLY}
-    return schema
+"""The tools as a short list in words, with one call in the `<tool_call>` format Qwen2.5 was
+trained on. Not its template's JSON-signature block: with that block in the system message the
+0.5B coder "called" the very function it was asked to implement, as a JSON block, on every
+HumanEval task tried (bench/agent_humaneval.py); with the list it wrote the code."""
 
 
 def render_tools(tools: Sequence[ToolSpec]) -> str:
-    """The tools block of the system message, one JSON function signature a line."""
+    """The tools part of the system message: one line per tool, then how to call one."""
     lines = [TOOLS_HEAD]
-    for t in tools:
-        params = _shown(t.arg_schema())
-        function = {"name": t.name, "description": t.description, "parameters": params}
-        lines.append(json.dumps({"type": "function", "function": function}, ensure_ascii=False))
-    lines.append(TOOLS_TAIL)
-    return "\n".join(lines)
+    lines += [f"- {t.signature()}: {t.description}" for t in tools]
+    return "\n".join(lines) + "\n\n" + TOOLS_TAIL
 
 
 def build_stable_prefix(

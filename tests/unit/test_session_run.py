@@ -143,9 +143,9 @@ async def test_the_template_frame_is_probed_once_per_daemon(srv: FakeLlamaServer
     await conn.client.aclose()
     assert sum(r.path == "/apply-template" for r in srv.requests) == 1
     assert host.frame == TemplateFrame.chatml()  # the fake renders ChatML
-    assert host.stable_prefix.endswith("</tool_call>")  # the tools block closes it
+    assert host.stable_prefix.endswith("to change one, write its file.")  # the tools close it
     assert "- prefix reuse:" not in host.stable_prefix  # no machine facts: the model has no use
-    assert '"name": "delegate"' in host.stable_prefix  # three slots: fan-out is offered
+    assert "- delegate(" in host.stable_prefix  # three slots: fan-out is offered
 
 
 async def test_machine_facts_take_the_probe_rate_and_the_fits_reuse_class(
