@@ -20,7 +20,7 @@ from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from fusion_tui.chat.local_side_calls import SYSTEM_PROMPT
+from fusion_tui.chat.turn_content import SYSTEM_PROMPT
 from fusion_tui.config import Settings
 from fusion_tui.server.http.client import LlamaClient
 from fusion_tui.server.types import PromptProgress, SlotState, StreamEnd, StreamEvent, TextDelta

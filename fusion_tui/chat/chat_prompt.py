@@ -83,7 +83,7 @@ def next_turn_opening(
 ) -> str:
     """What the next turn's prompt starts with, before the user's text: the transcript so far
     and the frame's next user header. Read into the session's slot while the user types, it
-    takes those tokens off the next turn's first token (`LocalSideCalls.read_ahead`)."""
+    takes those tokens off the next turn's first token (`ReadAhead.read_ahead`)."""
     probe = [*messages, Message(role="user", content="")]
     return chat_prompt(frame, system, probe, summary).removesuffix(frame.user_to_assistant)
 

@@ -6,9 +6,12 @@ session gets its prompt back, is the `SlotKeeper`'s business. The session is sav
 every turn, also a cancelled or failed one.
 
 Until the first byte, `watch_first_token` polls `/slots` next to the stream; a request that got
-no data at all (lost, stalled, connection dropped) is retried once on the same slot. One request
-(the stream, its watch, its record) is the base `local_requests.LocalRequests`' part; what it asks
-(compacted when it would not fit) and the title side call, `local_side_calls.LocalSideCalls`'.
+no data at all (lost, stalled, connection dropped) is retried once on the same slot. The backend
+is built from collaborators, each with one job: one request (the stream, its watch, its record)
+is the `RequestRunner`'s (`request_runner.py`); what a turn asks, compacted when it would not
+fit, is the `TurnContent`'s, the read-ahead at the first keystroke the `ReadAhead`'s
+(`turn_content.py`); the title side call is the `Titler`'s (`titles.py`). The turn itself, its
+retry and its bookkeeping stay here.
 """
 
 from __future__ import annotations
@@ -17,8 +20,6 @@ import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from typing import Any
-
-import anyio
 
 from fusion_tui.chat import endpoint_turns, server_stop
 from fusion_tui.chat.backend import (
@@ -30,29 +31,31 @@ from fusion_tui.chat.backend import (
 )
 from fusion_tui.chat.chat_prompt import answer_as_held
 from fusion_tui.chat.events import AnswerRestarted, Compacted, Notice, ReplyDone, ReplyEvent
-from fusion_tui.chat.local_requests import NO_DATA, GotData
-from fusion_tui.chat.local_side_calls import LocalSideCalls
 from fusion_tui.chat.notes import context_full_message, cost_note, stall_message
+from fusion_tui.chat.request_runner import NO_DATA, GotData, RequestRunner
 from fusion_tui.chat.slot_keeper import SlotKeeper
+from fusion_tui.chat.titles import Titler
+from fusion_tui.chat.turn_content import SYSTEM_PROMPT, ReadAhead, TurnContent
 from fusion_tui.clock import REAL_CLOCK, Clock
 from fusion_tui.config import Settings
 from fusion_tui.paths import AppPaths
 from fusion_tui.server.connect import Connection, connect, release, stops_on_exit
 from fusion_tui.server.errors import ContextExceeded, ServerError, StreamStalled
 from fusion_tui.server.sigill_recovery import sigill_after_serving
-from fusion_tui.server.types import StreamEnd, TextDelta
+from fusion_tui.server.types import StreamEnd, StreamEvent, TextDelta
 from fusion_tui.sessions.model import Outcome, Session, WallClock
 from fusion_tui.sessions.store import SessionStore
 from fusion_tui.slots.archive import DEFAULT_MAX_BYTES
+from fusion_tui.slots.pins import SlotPool
 from fusion_tui.slots.side_calls import SideCallQueue
 from fusion_tui.status import ServerStatus
 
 Connector = Callable[..., Awaitable[Connection]]
 
 
-class LocalBackend(LocalSideCalls):
-    """The real backend of the TUI's plain chat (its requests: `LocalRequests`; what it asks and
-    its side calls: `LocalSideCalls`)."""
+class LocalBackend:
+    """The real backend of the TUI's plain chat (its requests: `RequestRunner`; what it asks:
+    `TurnContent`; the read-ahead: `ReadAhead`; the title: `Titler`)."""
 
     def __init__(
         self,
@@ -81,18 +84,47 @@ class LocalBackend(LocalSideCalls):
         self.keeper = SlotKeeper(self.store, session, archive_max_bytes=archive_max_bytes)
         self.side_calls = SideCallQueue()
         """Titles run between turns, never beside one."""
-        self.save_error = None
+        self.save_error: str | None = None
         """The last save failure, shown to the user; the session stays in memory."""
         # several endpoints (None with one: the single-server app, unchanged)
         self.endpoints = endpoint_turns.endpoint_pins_for(settings)
-        self.endpoint_turn = None
-        self.ask_failover = None
+        self.endpoint_turn: endpoint_turns.TurnRoute | None = None
+        self.ask_failover: endpoint_turns.FailoverAsk | None = None
         """Asked before a session moves to another endpoint (the TUI); None: move."""
         self._primary: Connection | None = None
-        self._turn_lock = anyio.Lock()
-        self._ahead_key = None
-        self._ahead_notes = []
-        self._ahead_scope = None
+        self.requests = RequestRunner(
+            settings, self.keeper, self._open_stream,
+            lambda end, side: endpoint_turns.after_request(self, end, side=side),
+            clock=clock, wall_clock=wall_clock,
+        )  # fmt: skip
+        self.content = TurnContent(settings, self.store, self.keeper, self.requests.side_call)
+        self.ahead = ReadAhead(self.store, self.keeper, self.content, self.requests.side_call)
+        self.titler = Titler(
+            self.store, self.keeper, self.side_calls,
+            frame=self.content.frame, own_slot=self.content.own_slot,
+            side_call=self.requests.side_call, save=self._save, system=SYSTEM_PROMPT,
+        )  # fmt: skip
+
+    @property
+    def session(self) -> Session:
+        return self.keeper.session
+
+    @property
+    def conn(self) -> Connection | None:
+        return self.keeper.conn
+
+    @property
+    def pool(self) -> SlotPool:
+        return self.keeper.pool
+
+    def _open_stream(self, body: dict[str, Any]) -> AsyncGenerator[StreamEvent, None]:
+        """The HTTP stream of one request: native `/completion` for a `prompt`, else the chat
+        endpoint (tests swap the endpoint)."""
+        assert self.conn is not None
+        idle = self.settings.local_models.request_timeout_ms / 1000
+        if "prompt" in body:
+            return self.conn.client.stream_completion(body, idle_timeout=idle)
+        return self.conn.client.stream_chat(body, idle_timeout=idle)
 
     def _open_session(self, resume: str | None) -> Session:
         if resume is None:
@@ -178,6 +210,23 @@ class LocalBackend(LocalSideCalls):
         await server_stop.stop_own_daemon(self.keeper, self.settings, self.paths)
         return None
 
+    # --- what a turn asks, the read-ahead, the title ---------------------------------------------
+
+    def chat_messages(self) -> list[dict[str, str]]:
+        return self.content.chat_messages()
+
+    async def compact(self) -> str | None:
+        return await self.content.compact()
+
+    def compact_ahead(self) -> AsyncGenerator[Notice, None]:
+        return self.content.compact_ahead()
+
+    async def read_ahead(self) -> None:
+        await self.ahead.read_ahead(several_endpoints=self.endpoints is not None)
+
+    async def make_title(self) -> str | None:
+        return await self.titler.make_title()
+
     # --- turns ---------------------------------------------------------------------------------
 
     async def reply(self, text: str) -> AsyncGenerator[ReplyEvent, None]:
@@ -199,7 +248,7 @@ class LocalBackend(LocalSideCalls):
     async def _fitted_content(self) -> tuple[dict[str, Any], Compacted | None]:
         """The request's content (`_content`), and with several endpoints, on an endpoint the
         session moved to, measured against its slot (`MovedTooLarge` when it cannot fit)."""
-        content, compacted = await self._content()
+        content, compacted = await self.content.content()
         if self.endpoints is not None:  # several endpoints
             await endpoint_turns.check_fit(self, content)
         return content, compacted
@@ -221,10 +270,9 @@ class LocalBackend(LocalSideCalls):
                 placed = await endpoint_turns.before_turn(self)
                 for shown in placed[1]:
                     yield shown
-            if self._ahead_scope is not None:  # reading ahead: the turn takes over from it
-                self._ahead_scope.cancel()
-            async with self._turn_lock:  # a read-ahead (the first keystroke) finishes first
-                notes, self._ahead_notes = [*self._ahead_notes, *await keeper.warm_resume()], []
+            self.ahead.take_over()  # reading ahead: the turn takes over from it
+            async with self.ahead.lock:  # a read-ahead (the first keystroke) finishes first
+                notes = [*self.ahead.take_notes(), *await keeper.warm_resume()]
                 slot = await keeper.next_slot() if placed is None else placed[0]
             for note in [*notes, *keeper.take_notes()]:
                 yield Notice(note)
@@ -236,7 +284,7 @@ class LocalBackend(LocalSideCalls):
                 got = GotData()
                 try:
                     # aclosing: a cancelled turn must release the slot's lock in this task
-                    async with aclosing(self._attempt(slot, got, content)) as events:
+                    async with aclosing(self.requests.attempt(slot, got, content)) as events:
                         async for event in events:
                             if isinstance(event, TextDelta):
                                 answer.append(event)
@@ -289,3 +337,10 @@ class LocalBackend(LocalSideCalls):
             self._finish_turn(answer_as_held(answer, stop_type), outcome, detail)
         yield ReplyDone("completed", note=detail)
         await keeper.save_ahead()  # after the answer, off every first token (crowded slots)
+
+    def _finish_turn(self, answer: str, outcome: Outcome, detail: str) -> None:
+        self.session.end_turn(outcome, answer, detail, self.wall_clock)
+        self._save()
+
+    def _save(self) -> None:
+        self.save_error = self.store.try_save(self.session)

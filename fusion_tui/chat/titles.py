@@ -1,4 +1,4 @@
-"""Provides the session-title side call's prompt and the cleanup of what the model answers.
+"""Provides `Titler`, the session-title side call, its prompt and the cleanup of the answer.
 
 Kept cheap on purpose. Where the model's prefix reuse is `full`, the title is asked as a
 continuation of the session's own cached prompt on its own slot (`TITLE_ASK` after the answer):
@@ -10,13 +10,18 @@ and answer (it diverges only after them). Elsewhere only the first user message 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from fusion_tui.agent.prompt import TemplateFrame
 from fusion_tui.chat.chat_prompt import ChatSummary, chat_prompt
+from fusion_tui.chat.compaction import load_summary
+from fusion_tui.chat.slot_keeper import SlotKeeper
 from fusion_tui.server.connect import Connection
+from fusion_tui.server.errors import ServerError
 from fusion_tui.sessions.model import Message
+from fusion_tui.sessions.store import SessionStore
+from fusion_tui.slots.side_calls import SideCallQueue
 
 TITLE_TOKENS = 16
 TITLE_INPUT_CHARS = 600
@@ -88,3 +93,69 @@ def title_body(
     asked = [*messages, Message(role="user", content=TITLE_ASK)]
     prompt = chat_prompt(frame, system, asked, summary)
     return {"prompt": prompt, "n_predict": TITLE_TOKENS, "temperature": 0.0}
+
+
+class Titler:
+    """Titles a session once, after its first turn, by a side call that costs no session its
+    cache, queued behind the session's turns (`SideCallQueue`: a turn that starts cuts it short
+    and it runs again after). The frame, the session's own slot and the side call are the
+    backend's (`TurnContent.frame`, `TurnContent.own_slot`, `RequestRunner.side_call`)."""
+
+    def __init__(
+        self,
+        store: SessionStore,
+        keeper: SlotKeeper,
+        queue: SideCallQueue,
+        *,
+        frame: Callable[[], Awaitable[TemplateFrame | None]],
+        own_slot: Callable[[], int | None],
+        side_call: Callable[..., Awaitable[str]],
+        save: Callable[[], None],
+        system: str,
+    ) -> None:
+        self.store = store
+        self.keeper = keeper
+        self.queue = queue
+        self.frame = frame
+        self.own_slot = own_slot
+        self.side_call = side_call
+        self.save = save
+        self.system = system
+
+    async def make_title(self) -> str | None:
+        """The title side call, queued behind the session's turns."""
+        return await self.queue.submit(self._make_title)
+
+    async def _make_title(self) -> str | None:
+        """A continuation of the session's own prompt where prefix reuse is `full`, else a slot
+        no session holds; saves the session. None when there is nothing to title from, no such
+        slot, or the model said nothing usable."""
+        keeper, gate = self.keeper, self.keeper.gate
+        if keeper.conn is None or gate is None:
+            raise ServerError("the server is not connected yet")
+        session = keeper.session
+        first = next((m.content for m in session.messages if m.role == "user"), "")
+        if not first.strip():
+            return None
+        if session.title and session.title != " ".join(first.split())[:60]:
+            return session.title  # titled already (a resumed session): no side call
+        slot = self.own_slot()
+        if slot is None:
+            slot = keeper.side_slot_for(free_only=True)
+        if slot is None:  # every slot holds a session: a title is not worth evicting one
+            return None
+        raw = await self.side_call(await self._body(first), slot=slot)
+        title = clean_title(raw)
+        if not title:
+            return None
+        session.title = title
+        self.save()
+        return title
+
+    async def _body(self, first: str) -> dict[str, Any]:
+        frame = await self.frame()
+        session = self.keeper.session
+        if frame is None or self.own_slot() is None:
+            return title_body(None, first, [], None, self.system)
+        summary = load_summary(self.store, session.id)
+        return title_body(frame, first, session.messages, summary, self.system)

@@ -16,7 +16,7 @@ from fusion_tui.chat.chat_prompt import (
     next_turn_opening,
 )
 from fusion_tui.chat.local import LocalBackend
-from fusion_tui.chat.local_side_calls import SYSTEM_PROMPT
+from fusion_tui.chat.turn_content import SYSTEM_PROMPT
 from fusion_tui.paths import AppPaths
 from fusion_tui.server.types import TextDelta
 from fusion_tui.sessions.model import Message

@@ -1,4 +1,4 @@
-"""Provides `LocalRequests`, the base of `LocalBackend`: one request of the plain chat on a slot.
+"""Provides `RequestRunner`: one request of the plain chat on a slot, for `LocalBackend`.
 
 Why apart from the turns: a turn's request, its retry and every side call (title, summary) go the
 same way — under the slot's gate, streamed (native `/completion` for a `prompt`, else the chat
@@ -8,26 +8,20 @@ into `Progress`, and the finished request recorded on the session (and its endpo
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
-from fusion_tui.chat import endpoint_turns
 from fusion_tui.chat.events import Notice, Progress, ReplyEvent
 from fusion_tui.chat.slot_keeper import SlotKeeper
 from fusion_tui.chat.warm import first_event, watch_config
 from fusion_tui.clock import Clock
 from fusion_tui.config import Settings
-from fusion_tui.endpoints.session_pins import EndpointPins
-from fusion_tui.paths import AppPaths
-from fusion_tui.server.connect import Connection
 from fusion_tui.server.errors import ProtocolError, ServerUnreachable
 from fusion_tui.server.types import PromptProgress, StreamEnd, StreamEvent, TextDelta
-from fusion_tui.sessions.model import Outcome, Session, WallClock
-from fusion_tui.sessions.store import SessionStore
+from fusion_tui.sessions.model import WallClock
 from fusion_tui.slots.gate import waiting_message
-from fusion_tui.slots.pins import SlotPool
 from fusion_tui.slots.progress import ProgressTracker
 from fusion_tui.slots.watch import FirstTokenStall
 
@@ -42,46 +36,37 @@ class GotData:
     data: bool = False
 
 
-class LocalRequests:
-    """The backend's state its requests use (set by `LocalBackend.__init__`) and the requests."""
+OpenStream = Callable[[dict[str, Any]], AsyncGenerator[StreamEvent, None]]
+"""The HTTP stream of one request body (`LocalBackend.open_stream`)."""
 
-    settings: Settings
-    paths: AppPaths
-    clock: Clock
-    """Monotonic time and sleeping: time to first token and the first-token watch."""
-    wall_clock: WallClock
-    """What turns and requests are stamped with."""
-    store: SessionStore
-    keeper: SlotKeeper
-    save_error: str | None
-    """The last save failure, shown to the user; the session stays in memory."""
-    endpoints: EndpointPins | None
-    endpoint_turn: endpoint_turns.TurnRoute | None
-    ask_failover: endpoint_turns.FailoverAsk | None
-    """Asked before a session moves to another endpoint (the TUI); None: move."""
+AfterRequest = Callable[[StreamEnd, bool], None]
+"""Called once a request is recorded on the session, with whether it was a side call (several
+endpoints: the record marked with its endpoint)."""
 
-    @property
-    def session(self) -> Session:
-        return self.keeper.session
 
-    @property
-    def conn(self) -> Connection | None:
-        return self.keeper.conn
+class RequestRunner:
+    """Runs the requests of one backend on the slots its keeper names, and records them."""
 
-    @property
-    def pool(self) -> SlotPool:
-        return self.keeper.pool
+    def __init__(
+        self,
+        settings: Settings,
+        keeper: SlotKeeper,
+        open_stream: OpenStream,
+        after_request: AfterRequest,
+        *,
+        clock: Clock,
+        wall_clock: WallClock,
+    ) -> None:
+        self.settings = settings
+        self.keeper = keeper
+        self.open_stream = open_stream
+        self.after_request = after_request
+        self.clock = clock
+        """Monotonic time and sleeping: time to first token and the first-token watch."""
+        self.wall_clock = wall_clock
+        """What requests are stamped with."""
 
-    def _open_stream(self, body: dict[str, Any]) -> AsyncGenerator[StreamEvent, None]:
-        """The HTTP stream of one request: native `/completion` for a `prompt`, else the chat
-        endpoint (tests swap the endpoint)."""
-        assert self.conn is not None
-        idle = self.settings.local_models.request_timeout_ms / 1000
-        if "prompt" in body:
-            return self.conn.client.stream_completion(body, idle_timeout=idle)
-        return self.conn.client.stream_chat(body, idle_timeout=idle)
-
-    async def _attempt(
+    async def attempt(
         self, slot: int, got: GotData, content: dict[str, Any]
     ) -> AsyncGenerator[ReplyEvent, None]:
         """One request on `slot`: gate, stream with the first-token watch, progress, record."""
@@ -94,9 +79,9 @@ class LocalRequests:
             first: float | None = None
             tracker = ProgressTracker()
             try:
-                async with aclosing(self._open_stream(self._body(lease.slot, content))) as events:
+                async with aclosing(self.open_stream(self.body(lease.slot, content))) as events:
                     it = events.__aiter__()
-                    event = await self._first_event(it, lease.slot)
+                    event = await self.first_event(it, lease.slot)
                     if event is None:
                         raise ProtocolError(
                             "llama-server closed the stream without sending anything"
@@ -116,18 +101,19 @@ class LocalRequests:
                             )
                         elif isinstance(event, StreamEnd):
                             ttft = ((first or self.clock.now()) - started) * 1000
-                            self._record_request(event, ttft)
+                            self.record(event, ttft)
                             yield event
                         event = await anext(it, None)
             finally:
                 totals.pop(lease.slot, None)
 
-    async def _first_event(self, it: AsyncIterator[StreamEvent], slot: int) -> StreamEvent | None:
-        assert self.conn is not None
+    async def first_event(self, it: AsyncIterator[StreamEvent], slot: int) -> StreamEvent | None:
+        conn = self.keeper.conn
+        assert conn is not None
         config = watch_config(self.settings)
-        return await first_event(it, self.conn.client.slots, slot, config, self.clock)
+        return await first_event(it, conn.client.slots, slot, config, self.clock)
 
-    def _body(self, slot: int, content: dict[str, Any]) -> dict[str, Any]:
+    def body(self, slot: int, content: dict[str, Any]) -> dict[str, Any]:
         return {
             **content,
             "id_slot": slot,
@@ -137,7 +123,7 @@ class LocalRequests:
             "temperature": self.settings.llm.temperature,
         }
 
-    async def _side_call(
+    async def side_call(
         self, body: dict[str, Any], slot: int | None = None, *, record: bool = True
     ) -> str:
         """One side call (title, summary); its text. `slot` None: a slot no session holds
@@ -152,25 +138,27 @@ class LocalRequests:
             started = self.clock.now()
             first_at: float | None = None
             request = {**body, "cache_prompt": True, "id_slot": lease.slot}
-            async with aclosing(self._open_stream(request)) as events:
+            async with aclosing(self.open_stream(request)) as events:
                 async for event in events:
                     if isinstance(event, TextDelta):
                         first_at = self.clock.now() if first_at is None else first_at
                         pieces.append(event.text)
                     elif isinstance(event, StreamEnd) and record:
                         ttft = ((first_at or self.clock.now()) - started) * 1000
-                        self._record_request(event, ttft, side=True)
+                        self.record(event, ttft, side=True)
         return "".join(pieces)
 
     # --- records -------------------------------------------------------------------------------
 
-    def _record_request(self, end: StreamEnd, ttft_ms: float, *, side: bool = False) -> None:
+    def record(self, end: StreamEnd, ttft_ms: float, *, side: bool = False) -> None:
+        """The finished request on the session's record (a turn's also on the keeper: the slot
+        that answered pinned, the prompt speed and reuse measured)."""
         t = end.timings
         if not side:
             self.keeper.pin_answer(end.id_slot)
             self.keeper.measured_prompt(t.prompt_n, t.prompt_per_second)
             self.keeper.answered_reusing(t.cache_n)
-        self.session.record_request(
+        self.keeper.session.record_request(
             id_slot=end.id_slot,
             prompt_n=t.prompt_n,
             cache_n=t.cache_n,
@@ -179,11 +167,4 @@ class LocalRequests:
             side_call=side,
             clock=self.wall_clock,
         )
-        endpoint_turns.after_request(self, end, side=side)  # endpoint, moved_from
-
-    def _finish_turn(self, answer: str, outcome: Outcome, detail: str) -> None:
-        self.session.end_turn(outcome, answer, detail, self.wall_clock)
-        self._save()
-
-    def _save(self) -> None:
-        self.save_error = self.store.try_save(self.session)
+        self.after_request(end, side)
