@@ -245,12 +245,15 @@ async def main(args: argparse.Namespace) -> None:
     launches: dict[str, dict[str, str]] = {}
     t0 = time.monotonic()
     before = machine()
-    for i in range(args.runs):
-        runs.append(await one_run(args, launches))
-        print(f"--- run {i + 1} of {args.runs} done, {time.monotonic() - t0:.0f} s",
-              file=sys.stderr)  # fmt: skip
     phases = [p for p in ALL if p in args.phases]
     feature = frozenset({"long"} if args.plain_overflow != "summary" else ())
+    for i in range(args.runs):
+        runs.append(await one_run(args, launches))
+        print(f"--- run {i + 1} of {args.runs} done, {time.monotonic() - t0:.0f} s, "
+              f"{machine()}", file=sys.stderr)  # fmt: skip
+        if i + 1 < args.runs:  # the runs so far, in case the rest never comes (a killed bench)
+            with contextlib.redirect_stdout(sys.stderr):
+                print_tables(summarize(runs, phases, args.sides, feature), args.sides, i + 1)
     table = summarize(runs, phases, args.sides, feature)
     elapsed = time.monotonic() - t0
     if args.json:
