@@ -1,8 +1,8 @@
 """Real server: a SmolLM2 agent step is visible while it forms.
 
 One task step on a managed one-slot daemon: the loop reports the request sent, the prompt read
-(monotonic, ending at the total), and drafts of the action whose last one, read leniently, is
-exactly the action the loop then runs; the task's system message names the workspace's files.
+(monotonic, ending at the total), and drafts of the reply whose last one is the reply whole; what
+it calls is what runs; the task's first message shows the workspace's files.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from fusion_tui.agent.events import (
 )
 from fusion_tui.agent.loop import run_task
 from fusion_tui.agent.prompt import MachineFacts, TemplateFrame, build_stable_prefix
-from fusion_tui.agent.protocol import parse_step
+from fusion_tui.agent.reply import parse_reply
 from fusion_tui.agent.task import AgentConfig, AgentDeps
 from fusion_tui.agent.tools.registry import CORE_TOOLS
 from fusion_tui.agent.tools.workspace import Workspace
@@ -68,9 +68,9 @@ async def test_a_real_step_streams_progress_and_its_action_forming(
         config = AgentConfig(
             max_steps=1, n_predict=96, finalize=False, sampling={"temperature": 0.0}
         )
-        await run_task("read hello.py and tell me what it prints", session_id="live",
-                       deps=deps, config=config)  # fmt: skip
-    assert "### workspace files (top level)\nhello.py\nutil.py" in bodies[0]["prompt"]
+        res = await run_task("read hello.py and tell me what it prints", session_id="live",
+                             deps=deps, config=config)  # fmt: skip
+    assert 'hello.py\n```python\nprint("hello, world")\n```' in bodies[0]["prompt"]  # in the chat
     step1 = [e for e in events if getattr(e, "step", None) == 1]
     assert isinstance(step1[0], StepStarted)
     assert isinstance(step1[1], RequestSent) and step1[1].purpose == "step"
@@ -84,9 +84,9 @@ async def test_a_real_step_streams_progress_and_its_action_forming(
     drafts = [e for e in step1 if isinstance(e, StepDraft)]
     assert drafts and drafts[-1].done
     final = drafts[-1]
-    action = parse_step(final.text, CORE_TOOLS)  # the constrained reply is a valid action ...
-    assert (final.tool, final.args) == (action.tool, action.args)  # ... read the same live
-    if action.tool != "finish":
-        assert any(isinstance(e, ToolStarted) and e.name == action.tool for e in step1)
+    said = next(m.text for m in res.packer.messages if m.role == "assistant")
+    assert final.text == said  # the live text is the reply, whole, at the stream's end
+    for call in parse_reply(said).tool_calls:  # what the reply calls is what runs
+        assert any(isinstance(e, ToolStarted) and e.name == call.name for e in step1)
     assert isinstance(events[-1], TaskOutcome)
-    print(f"\nstep 1: {action.to_json()} · {len(drafts)} drafts · {len(progress)} progress")
+    print(f"\nstep 1: {said[:200]!r} · {len(drafts)} drafts · {len(progress)} progress")
