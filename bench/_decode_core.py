@@ -253,13 +253,26 @@ def rewrite_prompt(source: str) -> str:
     )
 
 
+EDIT_EXAMPLE = """<<<<<<< SEARCH
+def average_price(items):
+    \"\"\"Average price.\"\"\"
+    if not items:
+        return 0.0
+=======
+def average_price(items):
+    \"\"\"Average price.\"\"\"
+    if not items:
+        return None
+>>>>>>> REPLACE"""
+
+
 def edit_prompt(source: str) -> str:
     return (
         f"Here is a Python file:\n```python\n{source}```\n"
         f"In the function `{TARGET}`, rename the local variable `{OLD_NAME}` to `{NEW_NAME}`. "
-        "Reply with one search/replace block and nothing else, in this form:\n"
-        "<<<<<<< SEARCH\n(the exact lines to change, copied from the file)\n=======\n"
-        "(the new lines)\n>>>>>>> REPLACE"
+        "Reply with one search/replace block and nothing else: the exact lines to change, "
+        "copied from the file, then the new lines. For example, to make `average_price` return "
+        f"None for no items:\n{EDIT_EXAMPLE}"
     )
 
 
@@ -282,15 +295,24 @@ def extract_file(answer: str) -> str | None:
 
 
 def apply_edit(source: str, answer: str) -> str | None:
-    """`source` with the answer's first search/replace block applied; None when the block is
-    missing or its search text is not in the file exactly once."""
+    """`source` with the answer's edit applied: its first search/replace block (None when the
+    search text is not in the file exactly once), else a code block holding the whole `TARGET`
+    function, which replaces it (a model that answers with the changed function has made the
+    edit too); None when the answer has neither."""
     m = _BLOCK.search(answer)
-    if m is None:
+    if m is not None:
+        search, replace = m.group(1), m.group(2)
+        if not search.strip() or source.count(search) != 1:
+            return None
+        return source.replace(search, replace, 1)
+    block = extract_file(answer)
+    span = function_span(block, TARGET) if block else None
+    old = function_span(source, TARGET)
+    if block is None or span is None or old is None:
         return None
-    search, replace = m.group(1), m.group(2)
-    if not search.strip() or source.count(search) != 1:
-        return None
-    return source.replace(search, replace, 1)
+    new_lines = block.splitlines(keepends=True)[span[0] - 1 : span[1]]
+    lines = source.splitlines(keepends=True)
+    return "".join(lines[: old[0] - 1] + new_lines + lines[old[1] :])
 
 
 def function_span(source: str, name: str) -> tuple[int, int] | None:
@@ -360,6 +382,8 @@ class Sample:
     passed: int | None = None
     """HumanEval: problems whose check passed, of `of`."""
     of: int = 0
+    answer: str = ""
+    """The answer's text (rewrite, edit, explain), kept in the JSON to read a verdict by."""
 
 
 @dataclass

@@ -165,6 +165,7 @@ def run_task(url: str, task: str, source: str) -> core.Sample:
         answer, t, wall = chat(url, core.explain_prompt(source), MAX_TOKENS[task])
         verdict = None
     s = sample_of(t, wall)
+    s.answer = answer
     if verdict is not None:
         s.correct, s.why = verdict.correct, verdict.why
     return s

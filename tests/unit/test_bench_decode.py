@@ -84,3 +84,19 @@ def test_the_table_has_every_setting_with_ratios_to_the_first() -> None:
     assert row + " 0/1 |" in table
     assert "| humaneval | off |" in table and "| 11/20 |" in table
     assert "1.4-1.4" in table  # the load of every figure
+
+
+def test_an_edit_given_as_the_changed_function_replaces_it() -> None:
+    span = core.function_span(SOURCE, core.TARGET)
+    assert span is not None
+    old = "\n".join(SOURCE.splitlines()[span[0] - 1 : span[1]])
+    answer = f"```python\n{old.replace(core.OLD_NAME, core.NEW_NAME)}\n```"
+    assert core.judge_file(SOURCE, core.apply_edit(SOURCE, answer)).correct
+    assert not core.judge_file(SOURCE, core.apply_edit(SOURCE, f"```python\n{old}\n```")).correct
+    assert core.apply_edit(SOURCE, "```python\nx = 1\n```") is None
+
+
+def test_the_edit_prompt_shows_the_block_form() -> None:
+    prompt = core.edit_prompt(SOURCE)
+    assert "<<<<<<< SEARCH" in prompt and ">>>>>>> REPLACE" in prompt
+    assert core.apply_edit(SOURCE, core.EDIT_EXAMPLE) is not None  # the example applies
