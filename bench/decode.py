@@ -250,6 +250,8 @@ def main(argv: list[str] | None = None) -> None:
                         else:
                             s = run_task(url, task, source)
                         cells.setdefault((label, task), core.Cell()).samples.append(s)
+                        if args.json:  # after every sample: a run cut short keeps its figures
+                            write_json(Path(args.json), cells)
                         print(f"  round {k + 1} {task:9} {label:24} {s.decode_tok_s:6.2f} tok/s "
                               f"{s.ttlt_s:6.1f} s  {s.predicted_n:5d} tok  acc {s.accepted}/"
                               f"{s.drafted}  {s.why}  load {s.load:.2f}",
@@ -259,8 +261,12 @@ def main(argv: list[str] | None = None) -> None:
     print(f"\nmodel {model.name}, {os.cpu_count()} cores, load after {os.getloadavg()[0]:.2f}")
     print(core.render_table(cells, labels, tasks, labels[0]))
     if args.json:
-        out = {f"{s}|{t}": c.to_json() for (s, t), c in cells.items()}
-        Path(args.json).write_text(json.dumps(out, indent=2, default=str))
+        write_json(Path(args.json), cells)
+
+
+def write_json(path: Path, cells: dict[tuple[str, str], core.Cell]) -> None:
+    out = {f"{s}|{t}": c.to_json() for (s, t), c in cells.items()}
+    path.write_text(json.dumps(out, indent=2, default=str))
 
 
 if __name__ == "__main__":
