@@ -97,20 +97,26 @@ def test_launch_spec_refuses_a_bad_setting(tmp_path: Path) -> None:
         LaunchSpec(model=tmp_path / "m.gguf", speculative="fast").validate()
 
 
-def run(choice: str, copy: float, free: float) -> TrialRun:
-    return TrialRun(choice, copy, free, 100, 60)
+def run(choice: str, copy: float, free: float, edit: float = 10.0) -> TrialRun:
+    return TrialRun(choice, copy, free, 100, 60, edit)
 
 
 def test_auto_turns_on_what_is_faster_at_copying_and_no_slower_at_writing() -> None:
     choice, reason = decide([run("off", 10.0, 10.0), run("ngram-simple", 12.0, 9.9)])
     assert choice == "ngram-simple"
-    assert reason == "1.20× copying, 0.99× writing"
+    assert reason == "1.20× copying, 1.00× editing, 0.99× writing"
 
 
 def test_auto_stays_off_when_drafting_costs_free_writing() -> None:
     choice, reason = decide([run("off", 10.0, 10.0), run("ngram-simple", 13.0, 9.0)])
     assert choice == "off"
     assert "0.90× writing: not faster here" in reason
+
+
+def test_auto_stays_off_when_drafting_costs_edits() -> None:
+    choice, reason = decide([run("off", 10.0, 10.0), run("ngram-simple", 14.0, 10.0, edit=6.5)])
+    assert choice == "off"
+    assert reason == "ngram-simple 1.40× copying, 0.65× editing, 1.00× writing: not faster here"
 
 
 def test_auto_stays_off_for_a_gain_within_noise() -> None:

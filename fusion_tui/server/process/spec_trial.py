@@ -2,13 +2,14 @@
 
 Per-request speculation settings are compiled out of this llama-server build, so the trial starts
 one short-lived server per setting (`off` and each candidate: one slot, a small context, the
-launch's own threads and flags), side by side, and sends each the same two greedy probes, in
-turn, twice: a copy-heavy one (a code listing to repeat, what n-gram drafting helps) and a
-free-writing one (a story: little to copy, where drafting only costs). Each setting keeps its
-best round (interference only ever slows a round down). The servers are ended by their own pids
-whatever happens; the log goes to `log_dir/speculative-trial.log`.
+launch's own threads and flags), side by side, and sends each the same three greedy probes, in
+turn, twice: a copy-heavy one (a code listing to repeat, what n-gram drafting helps), an editing
+one (the listing with two names changed on many lines: drafts taken from the copy go wrong at
+each change, where long drafts cost most) and a free-writing one (a story: little to copy). Each
+setting keeps its best round (interference only ever slows a round down). The servers are ended
+by their own pids whatever happens; the log goes to `log_dir/speculative-trial.log`.
 
-Takes about two probe lengths per setting: 1-2 s for the demo model, ~45 s for a 1.5B model on
+Takes about three probe lengths per setting: 1-2 s for the demo model, ~45 s for a 1.5B model on
 two CPU cores; the verdict is kept per model and machine (`speculative.Verdicts`), so it is paid
 once.
 """
@@ -65,6 +66,11 @@ COPY_PROMPT = (
     "Below is a Python module, then the same module copied out again exactly.\n\n"
     f"{COPY_LISTING}\n# The same module, copied exactly:\n\n"
 )
+EDIT_PROMPT = (
+    "Below is a Python module, then the same module with every `headers` renamed to `fields` "
+    f"and every `line` renamed to `text`.\n\n{COPY_LISTING}\n# The renamed module:\n\n"
+)
+EDIT_TOKENS = 64
 FREE_PROMPT = (
     "Write a short story about a lighthouse keeper who finds a message in a bottle. "
     "Once upon a time,"
@@ -170,10 +176,14 @@ async def run_trial(
                 for (choice, _), url in zip(settings, urls, strict=True):
                     say(f"speculative decoding: measuring {choice} ({rnd + 1}/{ROUNDS})")
                     copy, drafted, accepted = await _probe(url, COPY_PROMPT, COPY_TOKENS)
+                    edit, _, _ = await _probe(url, EDIT_PROMPT, EDIT_TOKENS)
                     free, _, _ = await _probe(url, FREE_PROMPT, FREE_TOKENS)
-                    row = best.setdefault(choice, {"copy": 0.0, "free": 0.0, "d": 0, "a": 0})
+                    row = best.setdefault(
+                        choice, {"copy": 0.0, "edit": 0.0, "free": 0.0, "d": 0, "a": 0}
+                    )
                     if copy > row["copy"]:
                         row.update(copy=copy, d=drafted, a=accepted)
+                    row["edit"] = max(row["edit"], edit)
                     row["free"] = max(row["free"], free)
         except (ServerError, OSError, TimeoutError) as exc:
             raise TrialError(str(exc) or type(exc).__name__) from None
@@ -181,6 +191,6 @@ async def run_trial(
             with anyio.CancelScope(shield=True):
                 _stop(procs)
     return [
-        TrialRun(choice, row["copy"], row["free"], row["d"], row["a"])
+        TrialRun(choice, row["copy"], row["free"], row["d"], row["a"], row["edit"])
         for choice, row in best.items()
     ]

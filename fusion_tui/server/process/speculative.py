@@ -35,7 +35,7 @@ from fusion_tui.models.packaged import ModelFileError
 from fusion_tui.server.process.records import read_json, write_json
 
 VERDICTS_FILE = "speculative.json"
-TRIAL_VERSION = 1
+TRIAL_VERSION = 2
 """Bumped when the trial or `TUNED` changes, so verdicts measured the old way are not reused."""
 
 TUNED: dict[str, tuple[str, ...]] = {
@@ -115,13 +115,15 @@ def spec_args(
 
 @dataclass(frozen=True)
 class TrialRun:
-    """One setting measured by the trial: decode rates of a copy-heavy and a free-text probe."""
+    """One setting measured by the trial: decode rates of a copy-heavy, a free-text and an
+    editing probe (a copy that changes a name on many lines: drafts from the copy go wrong)."""
 
     choice: str
     copy_tok_s: float
     free_tok_s: float
     drafted: int = 0
     accepted: int = 0
+    edit_tok_s: float = 0.0
 
     @property
     def acceptance(self) -> float | None:
@@ -174,6 +176,7 @@ class SpecDecision:
                     free_tok_s=float(t["free_tok_s"]),
                     drafted=int(t.get("drafted", 0)),
                     accepted=int(t.get("accepted", 0)),
+                    edit_tok_s=float(t.get("edit_tok_s", 0.0)),
                 )
                 for t in data.get("trial") or ()
             )
@@ -200,11 +203,21 @@ def speculative_choice(record: Any) -> str:
 MIN_COPY_GAIN = 1.05
 """`auto` turns speculation on only when the copy probe is at least this much faster..."""
 MAX_FREE_LOSS = 0.97
-"""...and free text is no slower than this fraction of `off`."""
+"""...and free text and editing are no slower than this fraction of `off`."""
+
+
+def _ratios(run: TrialRun, base: TrialRun) -> tuple[float, float, float]:
+    """(copying, editing, writing) of `run` against `base`; editing 1.0 when not measured."""
+    edit = run.edit_tok_s / base.edit_tok_s if run.edit_tok_s and base.edit_tok_s else 1.0
+    return run.copy_tok_s / base.copy_tok_s, edit, run.free_tok_s / base.free_tok_s
+
+
+def _words(copy: float, edit: float, free: float) -> str:
+    return f"{copy:.2f}× copying, {edit:.2f}× editing, {free:.2f}× writing"
 
 
 def decide(trial: list[TrialRun]) -> tuple[str, str]:
-    """(choice, reason) from the trial runs; the first run is `off`, the baseline."""
+    """(choice, reason) from the trial runs; the `off` run is the baseline."""
     base = next((t for t in trial if t.choice == OFF), None)
     if base is None or base.copy_tok_s <= 0 or base.free_tok_s <= 0:
         return OFF, "no baseline measured"
@@ -212,9 +225,8 @@ def decide(trial: list[TrialRun]) -> tuple[str, str]:
     for run in trial:
         if run.choice == OFF:
             continue
-        copy_gain = run.copy_tok_s / base.copy_tok_s
-        free_ratio = run.free_tok_s / base.free_tok_s
-        pays = copy_gain >= MIN_COPY_GAIN and free_ratio >= MAX_FREE_LOSS
+        copy, edit, free = _ratios(run, base)
+        pays = copy >= MIN_COPY_GAIN and min(edit, free) >= MAX_FREE_LOSS
         if pays and (best is None or run.copy_tok_s > best.copy_tok_s):
             best = run
     others = [t for t in trial if t.choice != OFF]
@@ -222,14 +234,8 @@ def decide(trial: list[TrialRun]) -> tuple[str, str]:
         if not others:
             return OFF, "nothing to try"
         top = max(others, key=lambda t: t.copy_tok_s)
-        return OFF, (
-            f"{top.choice} {top.copy_tok_s / base.copy_tok_s:.2f}× copying, "
-            f"{top.free_tok_s / base.free_tok_s:.2f}× writing: not faster here"
-        )
-    return best.choice, (
-        f"{best.copy_tok_s / base.copy_tok_s:.2f}× copying, "
-        f"{best.free_tok_s / base.free_tok_s:.2f}× writing"
-    )
+        return OFF, f"{top.choice} {_words(*_ratios(top, base))}: not faster here"
+    return best.choice, _words(*_ratios(best, base))
 
 
 def verdict_key(model: Path, binary: Path, cpu: str, cores: int, threads: str, draft: str) -> str:
