@@ -253,26 +253,16 @@ def rewrite_prompt(source: str) -> str:
     )
 
 
-EDIT_EXAMPLE = """<<<<<<< SEARCH
-def average_price(items):
-    \"\"\"Average price.\"\"\"
-    if not items:
-        return 0.0
-=======
-def average_price(items):
-    \"\"\"Average price.\"\"\"
-    if not items:
-        return None
->>>>>>> REPLACE"""
-
-
 def edit_prompt(source: str) -> str:
+    """The search/replace request. Qwen2.5-Coder 1.5B answers it with the changed function in a
+    code block (judged as the edit it is); shown an example block, it returned the function
+    unchanged, so the prompt names the form without one."""
     return (
         f"Here is a Python file:\n```python\n{source}```\n"
         f"In the function `{TARGET}`, rename the local variable `{OLD_NAME}` to `{NEW_NAME}`. "
-        "Reply with one search/replace block and nothing else: the exact lines to change, "
-        "copied from the file, then the new lines. For example, to make `average_price` return "
-        f"None for no items:\n{EDIT_EXAMPLE}"
+        "Reply with one search/replace block and nothing else, in this form:\n"
+        "<<<<<<< SEARCH\n(the exact lines to change, copied from the file)\n=======\n"
+        "(the new lines)\n>>>>>>> REPLACE"
     )
 
 

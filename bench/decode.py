@@ -243,7 +243,9 @@ def main(argv: list[str] | None = None) -> None:
                 for task in tasks:
                     if task == "humaneval" and k > 0:
                         continue  # greedy: a repeat writes the same answers
-                    for label in labels:
+                    # each round starts one setting later, so a load that rises or falls
+                    # through a round does not always favour the same setting
+                    for label in labels[k % len(labels) :] + labels[: k % len(labels)]:
                         url = servers.urls[label]
                         if task == "humaneval":
                             s = run_humaneval(url, problems, Path(tmp) / label / "he")

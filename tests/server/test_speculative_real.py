@@ -58,7 +58,7 @@ async def test_auto_measures_once_and_keeps_the_verdict(
         first = await daemon.ensure(spec(demo_model, "auto"), said.append, probe=False)
         decision = SpecDecision.from_json(first.speculative)
         assert decision is not None and decision.setting == "auto"
-        assert [t.choice for t in decision.trial] == ["off", "ngram-simple"]
+        assert [t.choice for t in decision.trial] == ["off", "ngram-mod"]
         assert all(t.copy_tok_s > 0 and t.free_tok_s > 0 for t in decision.trial)
         assert decision.reason  # why, in words
         assert any(s.startswith("choosing speculative decoding") for s in said)
