@@ -42,14 +42,20 @@ TUNED: dict[str, tuple[str, ...]] = {
     "ngram-simple": ("--spec-ngram-simple-size-n", "12", "--spec-ngram-simple-size-m", "48"),
     "ngram-map-k": (),
     "ngram-map-k4v": (),
-    "ngram-mod": (),
+    "ngram-mod": (
+        "--spec-ngram-mod-n-match", "24", "--spec-ngram-mod-n-min", "48",
+        "--spec-ngram-mod-n-max", "64",
+    ),  # fmt: skip
     "ngram-cache": (),
 }
 """Draft-length flags added for each n-gram type (see docs/speculative.md for the figures)."""
 DRAFT_TUNED: tuple[str, ...] = ("--spec-draft-n-max", "3")
 """Draft-length flags added with a draft model."""
-AUTO_CANDIDATES: tuple[str, ...] = ("ngram-simple",)
-"""What `auto` measures against `off` (a draft model only when named: it costs memory)."""
+AUTO_CANDIDATES: tuple[str, ...] = ("ngram-mod",)
+"""What `auto` measures against `off`. `ngram-mod` drafts only when the text it has seen
+continues for 48 tokens or more, so a copy that keeps changing (an edit) costs it little;
+`ngram-simple`'s 48-token drafts lost on edits (docs/speculative.md). A draft model only when
+named: it costs memory, and lost everywhere on two CPU cores."""
 OWN_FLAGS = frozenset(
     {"--spec-type", "-md", "--model-draft", "--spec-draft-model", "--spec-default"}
 )
