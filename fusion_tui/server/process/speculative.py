@@ -38,14 +38,17 @@ VERDICTS_FILE = "speculative.json"
 TRIAL_VERSION = 2
 """Bumped when the trial or `TUNED` changes, so verdicts measured the old way are not reused."""
 
+NGRAM_MOD_TUNED: tuple[str, ...] = (
+    *("--spec-ngram-mod-n-match", "24"),
+    *("--spec-ngram-mod-n-min", "48"),
+    *("--spec-ngram-mod-n-max", "64"),
+)
+"""This build's defaults, said explicitly: a 24-token lookup, drafts of 48-64 tokens or none."""
 TUNED: dict[str, tuple[str, ...]] = {
     "ngram-simple": ("--spec-ngram-simple-size-n", "12", "--spec-ngram-simple-size-m", "48"),
     "ngram-map-k": (),
     "ngram-map-k4v": (),
-    "ngram-mod": (
-        "--spec-ngram-mod-n-match", "24", "--spec-ngram-mod-n-min", "48",
-        "--spec-ngram-mod-n-max", "64",
-    ),  # fmt: skip
+    "ngram-mod": NGRAM_MOD_TUNED,
     "ngram-cache": (),
 }
 """Draft-length flags added for each n-gram type (see docs/speculative.md for the figures)."""
