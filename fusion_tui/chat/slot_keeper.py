@@ -8,14 +8,16 @@ archive, and the current session's slot story.
   the prompt; on a new daemon the session's saved slot file is restored into a free slot and pinned
   (refused, with the reason, when the model, context or cache types changed).
 - Leaving a session (switch, exit, stop) saves its slot to disk first.
-Its bases: `slot_room.SlotRoom` (more sessions than slots: room, saves ahead, restores, a shared
-prefix seeded) over `slot_owners.SlotOwners` (who holds which slot: the slot map's `SlotView`).
+It holds the state and two parts that read it: `slot_owners.SlotOwners` (who holds which slot:
+the slot map's `SlotView`, which the keeper answers for) and `slot_room.SlotRoom` (more sessions
+than slots: room, saves ahead, restores, a shared prefix seeded).
 """
 
 from __future__ import annotations
 
 import anyio
 
+from fusion_tui.chat.slot_owners import SlotOwners
 from fusion_tui.chat.slot_room import RESTORE_NOT_REUSED, ResumeState, SlotRoom
 from fusion_tui.chat.warm import (
     SAVE_DEADLINE,
@@ -25,22 +27,49 @@ from fusion_tui.chat.warm import (
 )
 from fusion_tui.server.connect import Connection
 from fusion_tui.server.errors import ServerError
+from fusion_tui.server.types import SlotState
 from fusion_tui.sessions.model import ServerIdentity, Session
 from fusion_tui.sessions.store import SessionStore
-from fusion_tui.slots.archive import DEFAULT_MAX_BYTES, ArchiveRefused, choose_fresh_slot
+from fusion_tui.slots.archive import (
+    DEFAULT_MAX_BYTES,
+    ArchiveRefused,
+    SlotArchive,
+    choose_fresh_slot,
+)
+from fusion_tui.slots.gate import SlotGate
+from fusion_tui.slots.pins import SlotPool
 from fusion_tui.slots.process_gate import mark_sent, process_gate, sent_by_this_process
 from fusion_tui.slots.room import SlotLedger
 
 
-class SlotKeeper(SlotRoom):
-    """The slot story of the current session (see the module's docstring); `SlotRoom` makes
-    room in crowded slots, `SlotOwners` says who holds which slot (the slot map's view)."""
+class SlotKeeper:
+    """The slot story of the current session (see the module's docstring); its `crowd`
+    (`SlotRoom`) makes room in crowded slots, its `owners` (`SlotOwners`) say who holds which
+    slot (the slot map's view)."""
 
     def __init__(
         self, store: SessionStore, session: Session, *, archive_max_bytes: int = DEFAULT_MAX_BYTES
     ) -> None:
-        super().__init__(store, session, archive_max_bytes=archive_max_bytes)
+        self.store = store
+        self.session = session
+        """The session being talked to now (the backend's current one)."""
+        self.archive_max_bytes = archive_max_bytes
+        self.pool = SlotPool()
+        self.conn: Connection | None = None
+        self.gate: SlotGate | None = None
+        self.archive: SlotArchive | None = None
+        self.ledger: SlotLedger | None = None
+        """Which session each slot of the launch holds, shared by every process."""
+        self.side_slot: int | None = None
+        """The slot the last side call (title) used, shown as "side" on the slot map."""
+        self.live_totals: dict[int, int] = {}
+        """Prompt length of the request in flight per slot."""
+        self.resume: ResumeState | None = None
+        self.notes: list[str] = []
+        """What the slot policy did for the next request (saved to make room, restored)."""
         self._resume_checked = False
+        self.owners = SlotOwners(self)
+        self.crowd = SlotRoom(self, self.owners)
 
     # --- the connection ------------------------------------------------------------------------
 
@@ -64,7 +93,7 @@ class SlotKeeper(SlotRoom):
         if conn is None or not conn.launched or self.ledger is None:
             return False
         local = sent_by_this_process(conn.launch_id or "")
-        return set(self._holders().values()) <= local | {self.session.id}
+        return set(self.owners.holders().values()) <= local | {self.session.id}
 
     def detach(self) -> Connection | None:
         conn, self.conn = self.conn, None
@@ -116,6 +145,42 @@ class SlotKeeper(SlotRoom):
             skip=frozenset({self.session.id}),
         )
 
+    # --- the parts: crowded slots (`crowd`) and the slot map's view (`owners`) -----------------
+
+    def take_notes(self) -> list[str]:
+        notes, self.notes = self.notes, []
+        return notes
+
+    def answered_reusing(self, cache_n: int) -> None:
+        self.crowd.answered_reusing(cache_n)
+
+    def measured_prompt(self, prompt_n: int, tok_per_s: float) -> None:
+        self.crowd.measured_prompt(prompt_n, tok_per_s)
+
+    async def room(self) -> int | None:
+        return await self.crowd.room()
+
+    async def save_ahead(self) -> None:
+        await self.crowd.save_ahead()
+
+    async def seed(self, slot: int, prefix_hash: str, prefix_tokens: int) -> str | None:
+        return await self.crowd.seed(slot, prefix_hash, prefix_tokens)
+
+    async def slots(self) -> list[SlotState]:
+        return await self.owners.slots()
+
+    def slot_owners(self) -> dict[int, str]:
+        return self.owners.slot_owners()
+
+    def sessions_on_disk(self) -> list[str]:
+        return self.owners.sessions_on_disk()
+
+    def prompt_totals(self) -> dict[int, int]:
+        return self.owners.prompt_totals()
+
+    def session_on_slot(self, slot: int) -> str | None:
+        return self.owners.session_on_slot(slot)
+
     # --- where the next request goes -----------------------------------------------------------
 
     async def warm_resume(self) -> list[str]:
@@ -136,13 +201,13 @@ class SlotKeeper(SlotRoom):
             self.archive.check(session.id, server_facts(self.conn))
         except ArchiveRefused as exc:
             return self._cold(str(exc))
-        if not self.restores_are_reused():
+        if not self.crowd.restores_are_reused():
             return self._cold(RESTORE_NOT_REUSED)
-        slot = await self.room()
+        slot = await self.crowd.room()
         notes, self.notes = self.notes, []
         if slot is None:
             return notes + self._cold("no free slot to restore the saved one into")
-        note = await self._restore_into(slot)
+        note = await self.crowd.restore_into(slot)
         return notes + (self._cold(self.resume.reason) if note is None else [note])  # type: ignore[union-attr]
 
     def _cold(self, reason: str) -> list[str]:
@@ -167,16 +232,20 @@ class SlotKeeper(SlotRoom):
             self.pool.unpin(session.id)
         if session.brand_new:
             slot = await self.fresh_slot()
-            room = await self.room() if slot < 0 else slot
+            room = await self.crowd.room() if slot < 0 else slot
             if room is not None:
-                self._landed(restored=False)  # a slot another session held: the server's RAM
+                self.crowd.landed(restored=False)  # a slot another session held: the server's RAM
             return -1 if room is None else room
         mine = session.pinned_slot
         if mine is not None and self._taken(mine):
-            restored = await self._restore_returning()
+            restored = await self.crowd.restore_returning()
             if restored is not None:
                 return restored
-        elif mine is not None and self._holders().get(mine) == session.id and self._same_launch():
+        elif (
+            mine is not None
+            and self.owners.holders().get(mine) == session.id
+            and self._same_launch()
+        ):
             self.pool.pin(session.id, mine)  # the shared ledger says it is still there
             return mine
         return -1
@@ -184,10 +253,10 @@ class SlotKeeper(SlotRoom):
     async def room_to_read_into(self) -> int:
         """A slot for a returning session that has none on this launch (resumed cold), as a new
         session gets one (`room`): its prompt is read into it ahead of the turn; -1: none."""
-        room = await self.room()
+        room = await self.crowd.room()
         if room is None:
             return -1
-        self._landed(restored=False)
+        self.crowd.landed(restored=False)
         return room
 
     def _same_launch(self) -> bool:
@@ -195,7 +264,7 @@ class SlotKeeper(SlotRoom):
 
     def _taken(self, slot: int) -> bool:
         """Another session was answered on `slot` after this one (the shared ledger says)."""
-        holder = self._holders().get(slot)
+        holder = self.owners.holders().get(slot)
         return holder is not None and holder != self.session.id
 
     async def fresh_slot(self) -> int:
@@ -206,7 +275,7 @@ class SlotKeeper(SlotRoom):
         except ServerError:
             return -1
         taken = set(self.pool.pins.values()) | set(self.gate.held)
-        taken |= set(self.known_owners())  # the shared ledger's word, where there is one
+        taken |= set(self.owners.known_owners())  # the shared ledger's word, where there is one
         if self.side_slot is not None:
             taken.add(self.side_slot)
         slot = choose_fresh_slot(states, self.pool.total_slots, taken)
@@ -219,7 +288,7 @@ class SlotKeeper(SlotRoom):
         while another exists."""
         assert self.gate is not None
         own = self.pool.pins.get(self.session.id)
-        taken = set(self.pool.pins.values()) | set(self.known_owners()) | set(self.gate.held)
+        taken = set(self.pool.pins.values()) | set(self.owners.known_owners()) | set(self.gate.held)
         free = [s for s in range(self.pool.total_slots) if s not in taken]
         if free:
             slot = self.side_slot if self.side_slot in free else max(free)
