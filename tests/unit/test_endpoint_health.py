@@ -83,7 +83,7 @@ async def test_views_mark_foreign_busy_slots_and_placement_avoids_them() -> None
         async with anyio.create_task_group() as tg:
 
             async def other_client() -> None:  # someone else's request on server a
-                async with registry.client("a")._http.stream(
+                async with registry.client("a").http._http.stream(
                     "POST", "/completion", json={"prompt": "x", "id_slot": 0, "stream": True}
                 ) as resp:
                     async for _ in resp.aiter_bytes():

@@ -2,7 +2,7 @@
 
 The endpoints llama-server answers (`/health`, `/props`, `/slots`, `/tokenize`, slot actions,
 `/apply-template`, the two streams), each parsed into `types.py`. How a request is sent, retried,
-bounded and turned into a typed error is the base class's (`transport.ServerHTTP`).
+bounded and turned into a typed error is its connection's (`transport.ServerHTTP`).
 
 Streams are async generators: leaving them early (`aclose`, `break`, cancellation) closes the HTTP
 response, and llama-server cancels the task when its connection goes away. Prefer
@@ -16,9 +16,11 @@ from contextlib import aclosing
 from types import TracebackType
 from typing import Any, Literal
 
+import httpx
+
 from fusion_tui.server.errors import ProtocolError
 from fusion_tui.server.http.events import ChatDecoder, NativeDecoder
-from fusion_tui.server.http.sse import DONE
+from fusion_tui.server.http.sse import DONE, MAX_LINE_BYTES
 from fusion_tui.server.http.transport import DEFAULT_TIMEOUT, MAX_BODY_BYTES, ServerHTTP
 from fusion_tui.server.types import Props, SlotState, StreamEvent
 
@@ -32,8 +34,39 @@ SLOT_ACTION_TIMEOUT = 600.0
 SlotAction = Literal["save", "restore", "erase"]
 
 
-class LlamaClient(ServerHTTP):
-    """Talks to one llama-server at `base_url` (managed or external)."""
+class LlamaClient:
+    """Talks to one llama-server at `base_url` (managed or external), over its `http`."""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_body_bytes: int = MAX_BODY_BYTES,
+        max_line_bytes: int = MAX_LINE_BYTES,
+    ) -> None:
+        self.http = ServerHTTP(
+            base_url, api_key, transport=transport, timeout=timeout,
+            max_body_bytes=max_body_bytes, max_line_bytes=max_line_bytes,
+        )  # fmt: skip
+
+    @property
+    def base_url(self) -> str:
+        return self.http.base_url
+
+    @property
+    def timeout(self) -> float:
+        return self.http.timeout
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+    @property
+    def is_closed(self) -> bool:
+        """True once `aclose` ran (the app is done with this server)."""
+        return self.http.is_closed
 
     def __repr__(self) -> str:
         return f"LlamaClient({self.base_url!r})"  # never the headers: they may hold a key
@@ -53,21 +86,21 @@ class LlamaClient(ServerHTTP):
 
     async def health(self) -> str:
         """ "ok" when the model is loaded; `ServerLoading` while loading; `ServerUnreachable`."""
-        await self._request_json("GET", "/health", timeout=min(self.timeout, HEALTH_TIMEOUT))
+        await self.http.request_json("GET", "/health", timeout=min(self.timeout, HEALTH_TIMEOUT))
         return "ok"
 
     async def props(self) -> Props:
-        return Props.from_json(await self._request_json("GET", "/props", timeout=self.timeout))
+        return Props.from_json(await self.http.request_json("GET", "/props", timeout=self.timeout))
 
     async def slots(self, timeout: float = 3.0) -> list[SlotState]:
         """`GET /slots` (501 on a `--no-slots` server → `SlotsUnavailable`)."""
-        data = await self._request_json("GET", "/slots", timeout=timeout)
+        data = await self.http.request_json("GET", "/slots", timeout=timeout)
         if not isinstance(data, list):
             raise ProtocolError("/slots did not answer a JSON list")
         return [SlotState.from_json(item) for item in data]
 
     async def tokenize(self, text: str, *, add_special: bool = False) -> list[int]:
-        data = await self._request_json(
+        data = await self.http.request_json(
             "POST",
             "/tokenize",
             json_body={"content": text, "add_special": add_special},
@@ -102,7 +135,7 @@ class LlamaClient(ServerHTTP):
             if not filename:
                 raise ValueError(f"slot {action} needs a file name")
             body["filename"] = filename
-        data = await self._request_json(
+        data = await self.http.request_json(
             "POST", f"/slots/{slot_id}", params={"action": action}, json_body=body, timeout=timeout
         )
         if not isinstance(data, dict):
@@ -122,7 +155,7 @@ class LlamaClient(ServerHTTP):
         then one `StreamEnd` with the slot, timings, stop type and cached tokens."""
         request = {**body, "stream": True}
         decoder = NativeDecoder()
-        stream = self._stream("/completion", request, idle_timeout, first_byte_timeout)
+        stream = self.http.stream("/completion", request, idle_timeout, first_byte_timeout)
         async with aclosing(stream) as payloads:
             async for payload in payloads:
                 for event in decoder.decode(payload):
@@ -144,7 +177,7 @@ class LlamaClient(ServerHTTP):
         decoder = ChatDecoder()
         path = "/v1/chat/completions"
         async with aclosing(
-            self._stream(path, request, idle_timeout, first_byte_timeout)
+            self.http.stream(path, request, idle_timeout, first_byte_timeout)
         ) as payloads:
             async for payload in payloads:
                 if payload == DONE:
@@ -160,7 +193,7 @@ class LlamaClient(ServerHTTP):
     async def apply_template(self, messages: list[dict[str, Any]]) -> str:
         """`POST /apply-template`: the server renders `messages` with the model's chat template
         (generation prompt included) and answers `{"prompt": ...}`; nothing is generated."""
-        data = await self._request_json(
+        data = await self.http.request_json(
             "POST", "/apply-template", json_body={"messages": messages}, timeout=self.timeout
         )
         prompt = data.get("prompt") if isinstance(data, dict) else None

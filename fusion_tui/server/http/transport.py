@@ -16,7 +16,7 @@ is on loopback or a configured URL). Every request goes through `_send`, which o
   sends bytes but no complete line for `idle_timeout` is stalled (a drip keeps no stream alive).
   Redirects are never followed: a key goes only to the URL it was configured for.
 
-`client.LlamaClient` builds the llama-server endpoints on it.
+`client.LlamaClient` holds one and builds the llama-server endpoints on it.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ class ServerHTTP:
 
     # --- streams -----------------------------------------------------------------------------
 
-    async def _stream(
+    async def stream(
         self,
         path: str,
         body: dict[str, Any],
@@ -155,7 +155,7 @@ class ServerHTTP:
 
     # --- transport -----------------------------------------------------------------------------
 
-    async def _request_json(
+    async def request_json(
         self,
         method: str,
         path: str,
