@@ -4,7 +4,8 @@ Spawning (own session, log fd, pid-stamped record written at once), waiting for 
 while the child lives, naming how it ended (`crash.py`) and killing it (SIGTERM, then SIGKILL).
 Every child this process spawned is kept by pid in a module registry, so any `ManagedDaemon` here
 can read how one ended (a server that died at its first request is learnt from on the next
-start). `ManagedDaemon` (daemon.py) adds which server we want: adopt, launch, recover, stop.
+start). `ManagedDaemon` (daemon.py) holds one and decides which server we want: adopt, launch,
+recover, stop.
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ class ChildWatch:
             await self._sleep(0.05)
         return self.died_of(pid)
 
-    def _spawn(
+    def spawn(
         self,
         spec: LaunchSpec,
         binary: Path,
@@ -141,12 +142,12 @@ class ChildWatch:
         self.files.write(record)  # written now, so a crash of the app mid-start leaves a trace
         return record
 
-    async def _wait_started(self, record: LaunchRecord, say: StatusCallback) -> None:
+    async def wait_started(self, record: LaunchRecord, say: StatusCallback) -> None:
         """Wait for readiness, then complete the record; on any failure kill the child."""
         try:
             say("loading the model")
             async with LlamaClient(record.url) as client:
-                await self._wait_ready(client, record.pid)
+                await self.wait_ready(client, record.pid)
                 props = await client.props()
             record.n_ctx_slot = props.n_ctx
             log_text = self.log.since(self._log_start)
@@ -156,11 +157,11 @@ class ChildWatch:
             self.log.append(device_allocation_note(record.fit, log_text))
         except BaseException:
             with anyio.CancelScope(shield=True):
-                await self._kill(record.pid)
+                await self.kill(record.pid)
             self.files.clear(record.pid)
             raise
 
-    async def _wait_ready(self, client: LlamaClient, pid: int, adopting: bool = False) -> None:
+    async def wait_ready(self, client: LlamaClient, pid: int, adopting: bool = False) -> None:
         """Poll `/health` until 200 while `pid` lives; `DaemonStartError` on exit or timeout.
 
         When adopting, a daemon that does not answer at all is not adoptable (re-raised); one
@@ -219,7 +220,7 @@ class ChildWatch:
             return child.poll()
         return None if is_alive(pid) else "unknown"
 
-    async def _kill(self, pid: int) -> None:
+    async def kill(self, pid: int) -> None:
         for sig, wait in ((signal.SIGTERM, self.stop_grace), (signal.SIGKILL, 5.0)):
             if not signal_process(pid, sig):
                 break

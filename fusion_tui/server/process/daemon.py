@@ -111,8 +111,8 @@ def _repack_off(spec: LaunchSpec) -> LaunchSpec:
     return replace(spec, extra_args=(*spec.extra_args, REPACK_OFF_ARG))
 
 
-class ManagedDaemon(ChildWatch):
-    """The managed llama-server of one `AppPaths` home."""
+class ManagedDaemon:
+    """The managed llama-server of one `AppPaths` home; its children run under `child`."""
 
     def __init__(
         self,
@@ -125,7 +125,7 @@ class ManagedDaemon(ChildWatch):
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
     ) -> None:
-        super().__init__(
+        self.child = ChildWatch(
             paths,
             start_timeout=start_timeout,
             stop_grace=stop_grace,
@@ -133,8 +133,31 @@ class ManagedDaemon(ChildWatch):
             clock=clock,
             sleep=sleep,
         )
+        self.paths = paths
+        self.files = self.child.files
+        self.log = self.child.log
+        self._sleep = sleep
         self.binary = binary
         self.quirks = CpuQuirks(paths.daemon_dir)
+
+    # --- the child's log and how it ended (`ChildWatch`) ---------------------------------------
+
+    @property
+    def log_path(self) -> Path:
+        return self.child.log_path
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The last `lines` lines of the server log ("" when there is none)."""
+        return self.child.log_tail(lines)
+
+    def died_of(self, pid: int) -> int | None:
+        return self.child.died_of(pid)
+
+    async def exit_signal(self, pid: int, wait: float = 3.0) -> int | None:
+        return await self.child.exit_signal(pid, wait)
+
+    def exit_error(self, code: int | str, stage: str | None = None) -> DaemonStartError:
+        return self.child.exit_error(code, stage)
 
     # --- reading state -------------------------------------------------------------------------
 
@@ -213,7 +236,7 @@ class ManagedDaemon(ChildWatch):
     ) -> LaunchRecord | None:
         async with LlamaClient(record.url) as client:
             try:
-                await self._wait_ready(client, record.pid, adopting=True)
+                await self.child.wait_ready(client, record.pid, adopting=True)
                 props = await client.props()
             except (ServerError, DaemonStartError):
                 return None
@@ -349,11 +372,11 @@ class ManagedDaemon(ChildWatch):
         for attempt in range(MAX_BIND_ATTEMPTS):
             port = first_port if attempt == 0 and first_port else free_port()
             say(f"starting llama-server on port {port}")
-            record = self._spawn(spec, binary, port, fit, kv_estimate_bytes, owner)
+            record = self.child.spawn(spec, binary, port, fit, kv_estimate_bytes, owner)
             record.speculative = decision.to_json()
             self.files.write(record)
             try:
-                await self._wait_started(record, say)
+                await self.child.wait_started(record, say)
             except BindFailed:
                 continue
             return record
@@ -438,7 +461,7 @@ class ManagedDaemon(ChildWatch):
         if record is None or not is_ours(pid, record.argv):
             self._drop_stale_files()
             return False
-        await self._kill(pid)
+        await self.child.kill(pid)
         self.files.clear(pid)
         with contextlib.suppress(OSError):
             probe_path(self.paths.daemon_dir).unlink()
