@@ -24,11 +24,11 @@ from fusion_tui.agent.task import AgentConfig
 from fusion_tui.agent.tools.workspace import Workspace
 from fusion_tui.chat.events import Compacted, ReplyDone
 from fusion_tui.chat.local import LocalBackend
-from fusion_tui.chat.slot_keeper import SlotKeeper
 from fusion_tui.server.connect import Connection
 from fusion_tui.sessions.model import Session
 from fusion_tui.sessions.store import SessionStore
 from fusion_tui.slots.gate import SlotGate, slots_busy_probe
+from fusion_tui.slots.keeper import SlotKeeper
 
 
 class Driver:

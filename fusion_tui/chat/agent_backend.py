@@ -54,7 +54,6 @@ from fusion_tui.chat.endpoint_view import follow, grouped_view
 from fusion_tui.chat.events import Notice, ReplyDone, ReplyEvent, ToolBlock
 from fusion_tui.chat.live_step import LiveStepTracker
 from fusion_tui.chat.server_stop import stop_beside_remote, stop_own_daemon
-from fusion_tui.chat.slot_keeper import SlotKeeper
 from fusion_tui.config import Settings
 from fusion_tui.endpoints.placement import Placement
 from fusion_tui.endpoints.session_pins import EndpointPins, wants_endpoints
@@ -65,6 +64,7 @@ from fusion_tui.server.sigill_recovery import sigill_after_serving
 from fusion_tui.server.types import PromptProgress, StreamEnd, TextDelta, Timings
 from fusion_tui.sessions.model import Session
 from fusion_tui.sessions.store import SessionStore
+from fusion_tui.slots.keeper import SlotKeeper
 from fusion_tui.status import ServerStatus
 
 Connect = Callable[..., Awaitable[Connection]]

@@ -19,11 +19,11 @@ from fusion_tui.agent.endpoint_run import Ask, EndpointRun, Say
 from fusion_tui.agent.host import AgentHost
 from fusion_tui.chat.endpoint_view import follow
 from fusion_tui.chat.events import Notice, ReplyEvent, TurnEndpoint
-from fusion_tui.chat.slot_keeper import SlotKeeper
 from fusion_tui.config import Settings
 from fusion_tui.endpoints.session_pins import EndpointPins, Route
 from fusion_tui.server.connect import Connection
 from fusion_tui.slots.gate import SlotGate
+from fusion_tui.slots.keeper import SlotKeeper
 
 
 async def open_host(

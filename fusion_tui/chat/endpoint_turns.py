@@ -21,7 +21,6 @@ from typing import Any, Protocol, runtime_checkable
 from fusion_tui.chat.endpoint_view import EndpointSlotView, follow, grouped_view
 from fusion_tui.chat.events import EndpointMoved, Notice, ReplyEvent, TurnEndpoint
 from fusion_tui.chat.server_stop import stop_beside_remote
-from fusion_tui.chat.slot_keeper import SlotKeeper
 from fusion_tui.config import Settings
 from fusion_tui.endpoints.context_fit import check_moved
 from fusion_tui.endpoints.placement import Placement
@@ -36,6 +35,7 @@ from fusion_tui.paths import AppPaths
 from fusion_tui.server.connect import Connection, release, stops_on_exit
 from fusion_tui.server.types import StreamEnd
 from fusion_tui.sessions.model import Session
+from fusion_tui.slots.keeper import SlotKeeper
 
 FailoverAsk = Callable[[Placement], Awaitable[bool]]
 """Asked before a session moves to another endpoint: True moves (a cold re-read), False waits."""

@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
-from fusion_tui.chat.slot_keeper import SlotKeeper
 from fusion_tui.endpoints.session_pins import EndpointPins, slot_groups
 from fusion_tui.endpoints.slot_groups import EndpointSlots
 from fusion_tui.server.connect import Connection
 from fusion_tui.server.types import SlotState
+from fusion_tui.slots.keeper import SlotKeeper
 
 
 def follow(keeper: SlotKeeper, conn: Connection) -> None:

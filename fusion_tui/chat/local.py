@@ -33,7 +33,6 @@ from fusion_tui.chat.chat_prompt import answer_as_held
 from fusion_tui.chat.events import AnswerRestarted, Compacted, Notice, ReplyDone, ReplyEvent
 from fusion_tui.chat.notes import context_full_message, cost_note, stall_message
 from fusion_tui.chat.request_runner import NO_DATA, GotData, RequestRunner
-from fusion_tui.chat.slot_keeper import SlotKeeper
 from fusion_tui.chat.titles import Titler
 from fusion_tui.chat.turn_content import SYSTEM_PROMPT, ReadAhead, TurnContent
 from fusion_tui.clock import REAL_CLOCK, Clock
@@ -46,6 +45,7 @@ from fusion_tui.server.types import StreamEnd, StreamEvent, TextDelta
 from fusion_tui.sessions.model import Outcome, Session, WallClock
 from fusion_tui.sessions.store import SessionStore
 from fusion_tui.slots.archive import DEFAULT_MAX_BYTES
+from fusion_tui.slots.keeper import SlotKeeper
 from fusion_tui.slots.pins import SlotPool
 from fusion_tui.slots.side_calls import SideCallQueue
 from fusion_tui.status import ServerStatus

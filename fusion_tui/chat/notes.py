@@ -3,11 +3,11 @@ fits its slot."""
 
 from __future__ import annotations
 
-from fusion_tui.chat.slot_room import ResumeState
 from fusion_tui.config import Settings
 from fusion_tui.endpoints.context_fit import MovedTooLarge
 from fusion_tui.server.errors import ContextExceeded, StreamStalled
 from fusion_tui.sessions.model import Session
+from fusion_tui.slots.keeper_room import ResumeState
 from fusion_tui.slots.watch import FirstTokenStall
 
 

@@ -14,16 +14,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from fusion_tui.chat.events import Notice, Progress, ReplyEvent
-from fusion_tui.chat.slot_keeper import SlotKeeper
-from fusion_tui.chat.warm import first_event, watch_config
 from fusion_tui.clock import Clock
 from fusion_tui.config import Settings
 from fusion_tui.server.errors import ProtocolError, ServerUnreachable
 from fusion_tui.server.types import PromptProgress, StreamEnd, StreamEvent, TextDelta
 from fusion_tui.sessions.model import WallClock
 from fusion_tui.slots.gate import waiting_message
+from fusion_tui.slots.keeper import SlotKeeper
 from fusion_tui.slots.progress import ProgressTracker
-from fusion_tui.slots.watch import FirstTokenStall
+from fusion_tui.slots.watch import FirstTokenStall, first_event, watch_config
 
 NO_DATA = (FirstTokenStall, ServerUnreachable, ProtocolError)
 """Failures that, before any event arrived, mean the request got no answer: retried once."""

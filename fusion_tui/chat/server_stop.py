@@ -9,13 +9,13 @@ managed server here is stopped and the sentence says so: the session keeps its e
 from __future__ import annotations
 
 from fusion_tui.chat.backend import Unavailable
-from fusion_tui.chat.slot_keeper import SlotKeeper
-from fusion_tui.chat.warm import save_before_daemon_stop
 from fusion_tui.config import Settings
 from fusion_tui.endpoints.model import not_stopped
 from fusion_tui.endpoints.session_pins import EndpointPins
 from fusion_tui.paths import AppPaths
 from fusion_tui.server.connect import Connection, make_daemon
+from fusion_tui.slots.keeper import SlotKeeper
+from fusion_tui.slots.saving import save_before_daemon_stop
 
 NOT_OURS = "this server was not launched by fusion-tui; it is not ours to stop"
 

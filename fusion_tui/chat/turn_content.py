@@ -22,13 +22,13 @@ from fusion_tui.chat.compaction import (
     next_turn_room,
 )
 from fusion_tui.chat.events import Compacted, Notice
-from fusion_tui.chat.slot_keeper import SlotKeeper
 from fusion_tui.chat.titles import continuation_slot
 from fusion_tui.config import Settings
 from fusion_tui.endpoints.context_fit import reply_reserve
 from fusion_tui.server.errors import ServerError
 from fusion_tui.sessions.model import Message
 from fusion_tui.sessions.store import SessionStore
+from fusion_tui.slots.keeper import SlotKeeper
 
 SYSTEM_PROMPT = (
     "You are a concise, careful coding assistant running on the user's own machine. "

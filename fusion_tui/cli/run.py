@@ -37,7 +37,6 @@ from fusion_tui.agent.task import AgentConfig
 from fusion_tui.agent.tools.workspace import ToolError, Workspace
 from fusion_tui.chat.agent_host import open_host
 from fusion_tui.chat.endpoint_view import follow
-from fusion_tui.chat.slot_keeper import SlotKeeper
 from fusion_tui.cli.common import Context, Subparsers, non_negative, positive
 from fusion_tui.cli.printer import Printer
 from fusion_tui.config import Settings
@@ -47,6 +46,7 @@ from fusion_tui.server.connect import Connection, connect, release, stops_on_exi
 from fusion_tui.server.errors import ServerError
 from fusion_tui.sessions.model import Session, SessionFileError, WallClock
 from fusion_tui.sessions.store import SessionStore, SessionStoreError
+from fusion_tui.slots.keeper import SlotKeeper
 
 
 def register(sub: Subparsers) -> None:

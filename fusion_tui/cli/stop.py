@@ -9,10 +9,10 @@ import argparse
 
 import anyio
 
-from fusion_tui.chat.warm import save_before_daemon_stop
 from fusion_tui.cli.common import Context, Subparsers
 from fusion_tui.endpoints.model import not_stopped, remote_labels
 from fusion_tui.server.connect import make_daemon
+from fusion_tui.slots.saving import save_before_daemon_stop
 
 
 def register(subparsers: Subparsers) -> None:

@@ -9,7 +9,7 @@ timeout stays the backstop. All timing goes through an injected `Clock`.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
@@ -17,8 +17,9 @@ import anyio
 import httpx
 
 from fusion_tui.clock import REAL_CLOCK, Clock
+from fusion_tui.config import Settings
 from fusion_tui.server.errors import ServerError, SlotsUnavailable, StreamStalled
-from fusion_tui.server.types import SlotState
+from fusion_tui.server.types import SlotState, StreamEvent
 
 SlotsFn = Callable[[], Awaitable[Sequence[SlotState]]]
 
@@ -233,3 +234,48 @@ async def watch_first_token(
     if failure is not None:
         raise failure
     return report
+
+
+def watch_config(settings: Settings) -> WatchConfig:
+    lm = settings.local_models
+    return WatchConfig(
+        poll_interval=lm.progress_poll_ms / 1000,
+        request_timeout=lm.request_timeout_ms / 1000,
+        first_token_timeout=lm.first_token_timeout_ms / 1000,
+        enabled=lm.progress_watch,
+    )
+
+
+async def first_event(
+    it: AsyncIterator[StreamEvent],
+    slots_fn: SlotsFn,
+    slot: int,
+    config: WatchConfig,
+    clock: Clock,
+) -> StreamEvent | None:
+    """The stream's first event (None: it ended empty), with `watch_first_token` polling
+    `/slots` meanwhile; the watch's stall or timeout cancels the read and is raised."""
+    first_byte = anyio.Event()
+    got: list[StreamEvent | None] = []
+    failed: list[Exception] = []
+    async with anyio.create_task_group() as tg:
+
+        async def read() -> None:
+            try:
+                got.append(await anext(it, None))
+            except Exception as exc:
+                failed.append(exc)
+            first_byte.set()
+
+        async def watch() -> None:
+            try:
+                await watch_first_token(slots_fn, slot, first_byte, config=config, clock=clock)
+            except StreamStalled as exc:
+                failed.append(exc)
+                tg.cancel_scope.cancel()
+
+        tg.start_soon(read)
+        tg.start_soon(watch)
+    if failed:
+        raise failed[0]
+    return got[0] if got else None

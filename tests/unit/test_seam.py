@@ -16,7 +16,6 @@ from fusion_tui.chat.agent_backend import AgentBackend
 from fusion_tui.chat.backend import Unavailable
 from fusion_tui.chat.factory import make_backend
 from fusion_tui.chat.local import LocalBackend
-from fusion_tui.chat.slot_keeper import SlotKeeper
 from fusion_tui.cli import COMMANDS, DEFAULT, build_parser
 from fusion_tui.clock import sleep_until
 from fusion_tui.config import Settings
@@ -27,6 +26,7 @@ from fusion_tui.server.http.client import LlamaClient
 from fusion_tui.server.types import Props
 from fusion_tui.sessions.model import Session
 from fusion_tui.sessions.store import SessionStore
+from fusion_tui.slots.keeper import SlotKeeper
 from fusion_tui.status import ServerStatus
 from tests.fakes.clock import FakeClock
 

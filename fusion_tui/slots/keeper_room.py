@@ -16,8 +16,6 @@ from typing import Protocol
 
 import anyio
 
-from fusion_tui.chat.slot_owners import KeeperState, SlotOwners
-from fusion_tui.chat.warm import SAVE_DEADLINE, server_facts
 from fusion_tui.server.errors import ServerError
 from fusion_tui.sessions.store import SessionStoreError
 from fusion_tui.slots.archive import (
@@ -26,8 +24,10 @@ from fusion_tui.slots.archive import (
     Restored,
     choose_restore_slot,
 )
+from fusion_tui.slots.keeper_owners import KeeperState, SlotOwners
 from fusion_tui.slots.ram_cache import RamCacheModel, ram_cache_for, rides_ram
 from fusion_tui.slots.room import Holder, choose_victim, restore_is_cheaper
+from fusion_tui.slots.saving import SAVE_DEADLINE, server_facts
 
 RESTORE_NOT_REUSED = (
     "this model has sliding-window (or recurrent) layers and the server runs without --swa-full: "

@@ -8,23 +8,16 @@ archive, and the current session's slot story.
   the prompt; on a new daemon the session's saved slot file is restored into a free slot and pinned
   (refused, with the reason, when the model, context or cache types changed).
 - Leaving a session (switch, exit, stop) saves its slot to disk first.
-It holds the state and two parts that read it: `slot_owners.SlotOwners` (who holds which slot:
-the slot map's `SlotView`, which the keeper answers for) and `slot_room.SlotRoom` (more sessions
-than slots: room, saves ahead, restores, a shared prefix seeded).
+It holds the state and two parts that read it: `keeper_owners.SlotOwners` (who holds which
+slot: the slot map's `SlotView`, which the keeper answers for) and `keeper_room.SlotRoom` (more
+sessions than slots: room, saves ahead, restores, a shared prefix seeded). Why in `slots/`: the
+plain chat, agent mode and `fusion-tui run` all use it, so it sits below all of them.
 """
 
 from __future__ import annotations
 
 import anyio
 
-from fusion_tui.chat.slot_owners import SlotOwners
-from fusion_tui.chat.slot_room import RESTORE_NOT_REUSED, ResumeState, SlotRoom
-from fusion_tui.chat.warm import (
-    SAVE_DEADLINE,
-    archive_for,
-    save_sessions_before_stop,
-    server_facts,
-)
 from fusion_tui.server.connect import Connection
 from fusion_tui.server.errors import ServerError
 from fusion_tui.server.types import SlotState
@@ -37,9 +30,17 @@ from fusion_tui.slots.archive import (
     choose_fresh_slot,
 )
 from fusion_tui.slots.gate import SlotGate
+from fusion_tui.slots.keeper_owners import SlotOwners
+from fusion_tui.slots.keeper_room import RESTORE_NOT_REUSED, ResumeState, SlotRoom
 from fusion_tui.slots.pins import SlotPool
 from fusion_tui.slots.process_gate import mark_sent, process_gate, sent_by_this_process
 from fusion_tui.slots.room import SlotLedger
+from fusion_tui.slots.saving import (
+    SAVE_DEADLINE,
+    archive_for,
+    save_sessions_before_stop,
+    server_facts,
+)
 
 
 class SlotKeeper:

@@ -1,21 +1,18 @@
-"""Provides the warm-resume plumbing around `SlotArchive`: server facts, saving before a stop,
-and the stream's first event raced against the first-token watch.
+"""Provides the warm-resume plumbing around `SlotArchive`: what a saved slot must match (server
+facts), the managed daemon's slot folder, and saving every session's slot before a stop.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
 
-from fusion_tui.clock import Clock
 from fusion_tui.config import Settings
 from fusion_tui.paths import AppPaths
 from fusion_tui.server.connect import Connection, make_daemon
-from fusion_tui.server.errors import ServerError, StreamStalled
+from fusion_tui.server.errors import ServerError
 from fusion_tui.server.http.client import LlamaClient
-from fusion_tui.server.types import StreamEvent
 from fusion_tui.sessions.store import SessionStore, SessionStoreError
 from fusion_tui.slots.archive import (
     DEFAULT_MAX_BYTES,
@@ -24,21 +21,10 @@ from fusion_tui.slots.archive import (
     SlotArchive,
     owners_by_slot,
 )
-from fusion_tui.slots.watch import SlotsFn, WatchConfig, watch_first_token
 from fusion_tui.status import ServerStatus
 
 SAVE_DEADLINE = 120.0
 """Seconds a slot save may take when leaving or exiting before it is given up."""
-
-
-def watch_config(settings: Settings) -> WatchConfig:
-    lm = settings.local_models
-    return WatchConfig(
-        poll_interval=lm.progress_poll_ms / 1000,
-        request_timeout=lm.request_timeout_ms / 1000,
-        first_token_timeout=lm.first_token_timeout_ms / 1000,
-        enabled=lm.progress_watch,
-    )
 
 
 def server_facts(conn: Connection) -> ServerFacts:
@@ -103,38 +89,3 @@ async def save_before_daemon_stop(settings: Settings, paths: AppPaths) -> list[s
         return await save_sessions_before_stop(
             client, archive, store, server_facts(conn), props.total_slots
         )
-
-
-async def first_event(
-    it: AsyncIterator[StreamEvent],
-    slots_fn: SlotsFn,
-    slot: int,
-    config: WatchConfig,
-    clock: Clock,
-) -> StreamEvent | None:
-    """The stream's first event (None: it ended empty), with `watch_first_token` polling
-    `/slots` meanwhile; the watch's stall or timeout cancels the read and is raised."""
-    first_byte = anyio.Event()
-    got: list[StreamEvent | None] = []
-    failed: list[Exception] = []
-    async with anyio.create_task_group() as tg:
-
-        async def read() -> None:
-            try:
-                got.append(await anext(it, None))
-            except Exception as exc:
-                failed.append(exc)
-            first_byte.set()
-
-        async def watch() -> None:
-            try:
-                await watch_first_token(slots_fn, slot, first_byte, config=config, clock=clock)
-            except StreamStalled as exc:
-                failed.append(exc)
-                tg.cancel_scope.cancel()
-
-        tg.start_soon(read)
-        tg.start_soon(watch)
-    if failed:
-        raise failed[0]
-    return got[0] if got else None

@@ -1,6 +1,6 @@
 """Provides `SlotOwners`, a part of `SlotKeeper`: who holds which slot, and the slot map's view.
 
-Why a part of its own: every part of the keeper (this, `slot_room.SlotRoom`, the keeper) asks
+Why a part of its own: every part of the keeper (this, `keeper_room.SlotRoom`, the keeper) asks
 who holds a slot: the shared ledger (`holders`), the stored sessions pinned on this launch
 (`known_owners`). The slot map reads it, through the keeper, as its `SlotView` (the slots, their
 owners, the prompt totals in flight, the sessions whose slot lives on disk only). It reads the
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from fusion_tui.chat.warm import server_facts
 from fusion_tui.server.connect import Connection
 from fusion_tui.server.errors import ServerError
 from fusion_tui.server.types import SlotState
@@ -26,6 +25,7 @@ from fusion_tui.slots.archive import (
 from fusion_tui.slots.gate import SlotGate
 from fusion_tui.slots.pins import SlotPool
 from fusion_tui.slots.room import SlotLedger
+from fusion_tui.slots.saving import server_facts
 
 
 class KeeperState(Protocol):
