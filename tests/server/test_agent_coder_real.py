@@ -1,0 +1,78 @@
+"""Real server: the 0.5B coder fixes a planted bug in a two-file workspace, checked by its tests.
+
+`fusion-tui run --test-cmd` in a subprocess with an isolated FUSION_TUI_HOME launches its own
+managed daemon (1 slot, 8,192 tokens, 2 threads, temperature 0). What is asserted is the result a
+user wants, not the path to it: the tests pass afterwards, the outcome is `completed`, the test
+file is untouched, and the `--json` test lines report the runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fusion_tui.paths import AppPaths
+from fusion_tui.server.process.daemon import ManagedDaemon
+from tests.child_env import managed_env
+
+pytestmark = pytest.mark.server
+
+STATS = '''def mean(values):
+    """The arithmetic mean of a non-empty list of numbers."""
+    return sum(values) / (len(values) - 1)
+
+
+def median(values):
+    """The middle value of a non-empty list (the mean of the two middle ones for an even count)."""
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    if len(ordered) % 2:
+        return ordered[mid]
+    return (ordered[mid - 1] + ordered[mid]) / 2
+'''
+TESTS = """from stats import mean, median
+
+
+def test_mean():
+    assert mean([1, 2, 3, 4]) == 2.5
+
+
+def test_median():
+    assert median([3, 1, 2]) == 2
+    assert median([4, 1, 3, 2]) == 2.5
+"""
+
+
+def test_the_coder_fixes_a_planted_bug_until_the_tests_pass(
+    tmp_path: Path, llama_server_bin: Path, coder_05b_model: Path
+) -> None:
+    home, ws = tmp_path / "home", tmp_path / "ws"
+    ws.mkdir()
+    (ws / "stats.py").write_text(STATS)
+    (ws / "test_stats.py").write_text(TESTS)
+    env = managed_env(
+        home, llama_server_bin, coder_05b_model, parallel=1, ctx=8192, threads=2,
+        max_tokens=1024,
+    )  # fmt: skip
+    test_cmd = f"{sys.executable} -m pytest -q -p no:cacheprovider test_stats.py"
+    argv = [sys.executable, "-m", "fusion_tui", "run", "--json", "--yes", "--workspace", str(ws)]
+    argv += ["--test-cmd", test_cmd, "--max-steps", "6", "fix stats.py so the tests pass"]
+    try:
+        proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900)
+    finally:
+        asyncio.run(ManagedDaemon(AppPaths.default(env={"FUSION_TUI_HOME": str(home)}),
+                                 binary=llama_server_bin).stop())  # fmt: skip
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    tests = [e for e in events if e["event"] == "test"]
+    after = subprocess.run(test_cmd.split(), cwd=ws, capture_output=True, text=True)
+    assert after.returncode == 0, (after.stdout, proc.stderr)
+    assert (ws / "test_stats.py").read_text() == TESTS
+    assert tests and tests[0]["ok"] is False and tests[-1]["ok"] is True, tests
+    assert events[-1] == {"event": "outcome", "outcome": "completed",
+                          "session": events[-1]["session"]}, proc.stderr  # fmt: skip
+    assert proc.returncode == 0
