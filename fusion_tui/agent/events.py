@@ -9,21 +9,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-Outcome = Literal[
-    "completed",
-    "cancelled",
-    "time_ceiling",
-    "max_steps",
-    "error",
-    "stuck",
-    "no_answer",
-    "no_change",
-    "tests_failed",
-]
-"""`stuck`: the loop guard stopped a repeated call (`loop_guard.py`); `no_answer`: the model
-ended without a real answer (empty, or a placeholder of ours; `finish_check.py`); `no_change`:
-the task asked for a change and no file was changed; `tests_failed`: files were changed but the
-task's test command still failed after its last round."""
+# How a task ends (`Outcome`) is one list, kept with the session records that store it.
+from fusion_tui.sessions.records import Outcome
+
 RequestPurpose = Literal["step", "repair", "summary", "compaction", "chat"]
 """`chat`: a plain-chat turn (`fusion-tui chat`)."""
 

@@ -29,6 +29,9 @@ Outcome = Literal[
     "no_change",
     "tests_failed",
 ]
+"""How an agent task ends (docs/cli.md): `stuck`, the loop guard stopped a repeat; `no_answer`,
+no real answer; `no_change`, a change task changed no file; `tests_failed`, files changed but the
+test command still fails after the last round."""
 ROLES: tuple[str, ...] = get_args(Role)
 OUTCOMES: tuple[str, ...] = get_args(Outcome)
 
