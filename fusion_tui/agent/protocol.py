@@ -1,13 +1,12 @@
-"""The constrained step format: one action per step, as JSON the server is forced to produce.
+"""The tools' specifications and the strict check of a call's arguments.
 
-The schema goes to llama-server as `json_schema` (it compiles it to a grammar), so even a 135M
-model emits `{"tool": ..., "args": {...}}` that parses. Validation here is still strict: the
-grammar can be cut short by `n_predict`, and a server without grammar support ignores it.
+A reply is free text (`reply.py`); the calls in it name a tool and its arguments, which are
+checked here against the tool's `ToolSpec` before anything runs, so a wrong call gets a one-line
+reason the model can act on instead of a traceback.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -76,29 +75,12 @@ def _arg_schema(a: ArgSpec) -> dict[str, Any]:
     return s
 
 
-def step_schema(tools: tuple[ToolSpec, ...] | list[ToolSpec]) -> dict[str, Any]:
-    """A JSON schema with one branch per tool, so the args the grammar allows match the tool."""
-    branches = [
-        {
-            "type": "object",
-            "properties": {"tool": {"const": t.name}, "args": t.arg_schema()},
-            "required": ["tool", "args"],
-            "additionalProperties": False,
-        }
-        for t in tools
-    ]
-    return branches[0] if len(branches) == 1 else {"oneOf": branches}
-
-
 @dataclass(frozen=True)
 class Action:
     """A validated step: the tool to run and its arguments."""
 
     tool: str
     args: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> str:
-        return json.dumps({"tool": self.tool, "args": self.args}, ensure_ascii=False)
 
 
 class StepInvalid(Exception):
@@ -107,39 +89,6 @@ class StepInvalid(Exception):
     def __init__(self, message: str, raw: str) -> None:
         super().__init__(message)
         self.raw = raw
-
-
-MAX_STEP_CHARS = 200_000
-
-
-def parse_step(raw: str, tools: tuple[ToolSpec, ...] | list[ToolSpec]) -> Action:
-    """Parse and strictly validate one step; raise `StepInvalid` with a one-line reason."""
-    if len(raw) > MAX_STEP_CHARS:
-        raise StepInvalid(f"the reply is longer than {MAX_STEP_CHARS} characters", raw)
-    text = raw.strip()
-    if not text:
-        raise StepInvalid("the reply was empty; answer with one JSON action", raw)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise StepInvalid(
-            f"the reply is not valid JSON ({exc.msg} at char {exc.pos})", raw
-        ) from None
-    if not isinstance(data, dict):
-        raise StepInvalid('the reply must be a JSON object {"tool": ..., "args": {...}}', raw)
-    extra = sorted(set(data) - {"tool", "args"})
-    if extra:
-        raise StepInvalid(f"unexpected keys {extra}; only 'tool' and 'args' are allowed", raw)
-    name = data.get("tool")
-    by_name = {t.name: t for t in tools}
-    if not isinstance(name, str) or name not in by_name:
-        raise StepInvalid(f"unknown tool {name!r}; choose one of {sorted(by_name)}", raw)
-    args = data.get("args", {})
-    if not isinstance(args, dict):
-        raise StepInvalid("'args' must be a JSON object", raw)
-    spec = by_name[name]
-    validate_args(spec, args, raw)
-    return Action(name, args)
 
 
 def validate_args(spec: ToolSpec, args: dict[str, Any], raw: str = "") -> None:
