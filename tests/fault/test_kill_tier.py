@@ -276,5 +276,8 @@ def test_kill_tier(app_home: AppPaths, llama_server_bin: Path, demo_model: Path)
     )
     assert tally.intact == tally.checks
     assert tally.turns_kept == tally.turns_confirmed > 0
-    assert tally.steps_kept == tally.steps_confirmed > 0
+    # every step a run confirmed is on disk; whether the demo model calls a tool at all is its
+    # own choice now that replies are free text (steps saved before a SIGKILL are asserted
+    # deterministically in tests/unit/test_run_signals.py)
+    assert tally.steps_kept == tally.steps_confirmed
     assert tally.killed >= RUNS // 2
