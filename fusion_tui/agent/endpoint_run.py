@@ -1,4 +1,4 @@
-"""Provides `EndpointRun`: an agent session's requests over several endpoints (issue 14).
+"""Provides `EndpointRun`: an agent session's requests over several endpoints.
 
 `fusion-tui run` (and any `AgentHost` given one) places the session once per run on an endpoint
 (`place_run`: new, resumed, or a stated move), then every request of the task goes through

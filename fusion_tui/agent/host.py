@@ -98,7 +98,7 @@ class AgentHost:
     idle_timeout: float | None = None
     on_wait: OnWait | None = None
     routing: EndpointRun | None = None
-    """Several endpoints (issue 14): the run's endpoint, its checks and its failover."""
+    """Several endpoints: the run's endpoint, its checks and its failover."""
 
     @classmethod
     async def open(
@@ -135,7 +135,7 @@ class AgentHost:
         return cls(conn, pool, gate, frame, machine, prefix, delegate, idle_timeout)
 
     def completion(self) -> CompletionFn:
-        if self.routing is not None:  # issue 14: the session's endpoint, checked per request
+        if self.routing is not None:  # several endpoints: the session's endpoint, checked per request
             return self.routing.completion(self.gate, self.idle_timeout, self.on_wait)
         client, idle = self.conn.client, self.idle_timeout
 

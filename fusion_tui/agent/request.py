@@ -31,7 +31,7 @@ from fusion_tui.server.types import PromptProgress, StreamEnd, StreamEvent, Text
 @dataclass(frozen=True)
 class StreamRestart:
     """The request is being sent again from the start (its endpoint went away mid-answer and
-    it moved, issue 14): what streamed so far is dropped."""
+    it moved): what streamed so far is dropped."""
 
 
 CompletionFn = Callable[[dict[str, Any]], AsyncIterator[StreamEvent | StreamRestart]]

@@ -160,7 +160,7 @@ class SessionRunner:
 
         def record(event: AgentEvent) -> None:
             inner = event.event if isinstance(event, WorkerEvent) else event
-            if isinstance(inner, RequestDone) and self.host.routing is not None:  # issue 14
+            if isinstance(inner, RequestDone) and self.host.routing is not None:  # several endpoints
                 main = not isinstance(event, WorkerEvent)
                 inner = self.host.routing.annotate(inner, main=main)
                 event = inner if main else replace(event, event=inner)  # type: ignore[arg-type]
@@ -230,7 +230,7 @@ class SessionRunner:
             session.server = self.host.identity
             if self.slots is not None:
                 self.slots.pin_answer(slot)  # the shared ledger: this session holds the slot
-        if self.host.routing is not None:  # issue 14: the endpoint the pin is on
+        if self.host.routing is not None:  # several endpoints: the endpoint the pin is on
             self.host.routing.finish(session)
         session.prefix_hash = self.host.prefix_hash
         steps = result.steps if result is not None else 0
@@ -258,7 +258,7 @@ def _record_request(session: sm.Session, event: RequestDone, clock: sm.WallClock
         side_call=event.purpose == "compaction",
         clock=clock,
     )
-    if event.endpoint is not None:  # issue 14: where it ran, and where it came from
+    if event.endpoint is not None:  # several endpoints: where it ran, and where it came from
         session.requests[-1] = replace(record, endpoint=event.endpoint, moved_from=event.moved_from)
 
 

@@ -57,7 +57,7 @@ class AgentDeps:
     n_ctx: int
     context_size: Callable[[], int] | None = None
     """The slot's context now, read before each step and compaction (it changes when the
-    session moves to another endpoint, issue 14); None: `n_ctx` throughout."""
+    session moves to another endpoint); None: `n_ctx` throughout."""
     prefix_reuse: PrefixReuse = "full"
     clock: Clock = field(default_factory=MonotonicClock)
     on_event: EventSink = field(default=lambda e: None)

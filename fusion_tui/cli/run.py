@@ -145,7 +145,7 @@ async def run_task_command(
     out = Printer(json_mode=bool(args.json), prog="fusion-tui run")
     keeper = SlotKeeper(store, session)  # the one slot policy of every path
     conn: Connection | None = None
-    pins = EndpointPins(settings) if wants_endpoints(settings) else None  # issue 14
+    pins = EndpointPins(settings) if wants_endpoints(settings) else None  # several endpoints
     try:
         try:
             model = getattr(args, "model", None)
@@ -159,7 +159,7 @@ async def run_task_command(
                 route = await place_run(pins, conn, session, out.note)
             if route is None:
                 keeper.attach(conn)
-            # the keeper goes to the session's endpoint, and follows a move (issue 14)
+            # the keeper goes to the session's endpoint, and follows a move
             host = await open_host(keeper, conn, settings, pins=pins, route=route, say=out.note)
         except (ServerError, TemplateProbeError) as exc:
             save_failed_turn(store, session, task, str(workspace.root), str(exc))
@@ -187,7 +187,7 @@ async def run_task_command(
                         if keeper.conn is not None:
                             await keeper.leave()  # the session's slot saved for a warm resume
                             if stops_on_exit(settings, conn):
-                                follow(keeper, conn)  # the server that stops (issue 14)
+                                follow(keeper, conn)  # the server that stops
                                 await keeper.save_others()
                     finally:
                         keeper.detach()

@@ -1,4 +1,4 @@
-"""Pilot test of agent mode over two endpoints (issue 14): a session that runs on the second one
+"""Pilot test of agent mode over two endpoints: a session that runs on the second one
 gets the slot map grouped by endpoint, with that endpoint marked current and its own slots, and
 the status line names that endpoint once a turn ran there."""
 

@@ -1,4 +1,4 @@
-"""Agent mode (`AgentBackend`) on a second endpoint (issue 14), against fake llama-servers standing
+"""Agent mode (`AgentBackend`) on a second endpoint, against fake llama-servers standing
 for two machines of different shapes: the slot keeper follows the endpoint the session runs on
 (its slot map is grouped by endpoint, the current group and the slots are that server's, the
 session is pinned to that server's slot), and after a move the prompt is measured against the

@@ -1,4 +1,4 @@
-"""Agent mode (the TUI's `AgentBackend`) over two endpoints (issue 14), against two fake
+"""Agent mode (the TUI's `AgentBackend`) over two endpoints, against two fake
 llama-servers: the session runs on its endpoint, records carry it, and when that endpoint goes
 away the next turn moves, says so in the chat and marks the request with `moved_from`."""
 
