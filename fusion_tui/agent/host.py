@@ -135,7 +135,7 @@ class AgentHost:
         return cls(conn, pool, gate, frame, machine, prefix, delegate, idle_timeout)
 
     def completion(self) -> CompletionFn:
-        if self.routing is not None:  # several endpoints: the session's endpoint, checked per request
+        if self.routing is not None:  # several endpoints: checked per request
             return self.routing.completion(self.gate, self.idle_timeout, self.on_wait)
         client, idle = self.conn.client, self.idle_timeout
 

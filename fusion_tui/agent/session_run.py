@@ -160,7 +160,7 @@ class SessionRunner:
 
         def record(event: AgentEvent) -> None:
             inner = event.event if isinstance(event, WorkerEvent) else event
-            if isinstance(inner, RequestDone) and self.host.routing is not None:  # several endpoints
+            if isinstance(inner, RequestDone) and self.host.routing is not None:  # endpoints
                 main = not isinstance(event, WorkerEvent)
                 inner = self.host.routing.annotate(inner, main=main)
                 event = inner if main else replace(event, event=inner)  # type: ignore[arg-type]
