@@ -1,9 +1,9 @@
 """Provides `SlotPolicy`, the slot policy a `SessionRunner` is given, and `PolicySlots`, the
 loop's `SlotChooser` under it.
 
-Why a protocol here: the policy lives in `chat.slot_keeper` (a layer above the agent), yet the
-runner of `fusion-tui run`, the TUI's agent mode and the bench must all place their requests by
-it; the agent layer names only what it calls.
+Why a protocol here: the policy is `slots.keeper.SlotKeeper`, and the runner of `fusion-tui run`,
+the TUI's agent mode and the bench must all place their requests by it; the agent names only
+the calls it makes, so a test can hand it a scripted policy.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from fusion_tui.slots.pins import SlotPool
 
 
 class SlotPolicy(Protocol):
-    """The one slot policy of every path (`chat.slot_keeper.SlotKeeper` implements it): a fresh
+    """The one slot policy of every path (`slots.keeper.SlotKeeper` implements it): a fresh
     slot for a brand-new session, `-1` then the pin for a resumed one, its saved slot restored
     on a new daemon, another session's slot saved to disk before it is taken."""
 
