@@ -1,9 +1,10 @@
 """Real server: the 0.5B coder fixes a planted bug in a two-file workspace, checked by its tests.
 
 `fusion-tui run --test-cmd` in a subprocess with an isolated FUSION_TUI_HOME launches its own
-managed daemon (1 slot, 8,192 tokens, 2 threads, temperature 0). What is asserted is the result a
-user wants, not the path to it: the tests pass afterwards, the outcome is `completed`, the test
-file is untouched, and the `--json` test lines report the runs.
+managed daemon (1 slot, 8,192 tokens, 2 threads, temperature 0; speculation off: the test is
+about the agent, and the speculative trial would add minutes to a fresh home). What is asserted
+is the result a user wants, not the path to it: the tests pass afterwards, the outcome is
+`completed`, the test file is untouched, and the `--json` test lines report the runs.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ def test_the_coder_fixes_a_planted_bug_until_the_tests_pass(
     (ws / "test_stats.py").write_text(TESTS)
     env = managed_env(
         home, llama_server_bin, coder_05b_model, parallel=1, ctx=8192, threads=2,
-        max_tokens=1024,
+        max_tokens=1024, FUSION_TUI_LOCALMODELS__MANAGED__SPECULATIVE="off",
     )  # fmt: skip
     test_cmd = f"{sys.executable} -m pytest -q -p no:cacheprovider test_stats.py"
     argv = [sys.executable, "-m", "fusion_tui", "run", "--json", "--yes", "--workspace", str(ws)]
