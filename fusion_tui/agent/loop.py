@@ -118,6 +118,8 @@ class _Run:
         """Check rounds used: replies that were sent back because the checks failed."""
         self.last_test: TestRan | None = None
         self.nudged = False
+        self.unchanged = 0
+        """Edits of the reply being run that gave a file back exactly as it was."""
         """Whether a reply that would have ended the task undone was already sent back."""
 
     def emit(self, event: Any) -> None:
@@ -390,10 +392,8 @@ class _Run:
             if verdict != "run":
                 self.blocked("write_file", key, verdict)
             self.guard.record("write_file", key, True, f"{done.path} already holds this text")
-            notes.append(
-                f"{done.path} already holds exactly this text: nothing was changed. Find what is "
-                "wrong and give the file with the fix."
-            )
+            notes.append(f"{done.path} already holds exactly this text; it was left as it is.")
+            self.unchanged += 1
             return None
         args = {"path": done.path, "content": done.content}
         result = await self.run_tool(Action("write_file", args))
@@ -500,6 +500,7 @@ class _Run:
         anything besides the writes needs the model's attention)."""
         notes: list[str] = []
         wrote: list[str] = []
+        self.unchanged = 0
         edits: list[FileBlock | SearchReplace] = list(parsed.edits)
         calls: list[ToolCall] = []
         for call in parsed.tool_calls:  # a write asked for as a call is an edit like any other
@@ -515,11 +516,13 @@ class _Run:
             path = await self.apply_edit(edit, notes)
             if path is not None and path not in wrote:
                 wrote.append(path)
+        if self.unchanged and not wrote:
+            notes.append("Nothing was changed: find what is wrong and give the file with the fix.")
         written = len(notes)
         for call in calls:
             await self.call_tool(call, notes)
         notes += parsed.problems
-        refused = len(edits) > len(wrote)
+        refused = len(edits) - self.unchanged > len(wrote)  # a file given back as it is: no harm
         return wrote, notes, refused or len(notes) > written
 
     # --- endings -------------------------------------------------------------------------------

@@ -271,3 +271,19 @@ async def test_a_refused_edit_keeps_the_file_and_the_model_tries_again(tmp_path:
     assert (res.outcome, res.steps, res.changed) == ("completed", 2, ["sol.py"])
     assert "sol.py was kept as it is" in script.bodies[1]["prompt"]
     assert (tmp_path / "sol.py").read_text() == fixed
+
+
+async def test_a_fix_given_with_an_unchanged_test_file_completes(tmp_path: Path) -> None:
+    from fusion_tui.agent.approval import HeadlessApprover
+
+    (tmp_path / "calc.py").write_text("def sub(a, b):\n    return a + b\n")
+    (tmp_path / "test_calc.py").write_text("from calc import sub\n")
+    clock = FakeClock(start=1000.0)
+    both = (
+        "calc.py\n```python\ndef sub(a, b):\n    return a - b\n```\n\n"
+        "test_calc.py\n```python\nfrom calc import sub\n```"
+    )
+    script = Script(clock, [Say(both)])
+    deps = make_deps(tmp_path, script, approver=HeadlessApprover(yes=True))
+    res = await run_task("fix calc.py", session_id="s", deps=deps)
+    assert (res.outcome, res.steps, res.changed) == ("completed", 1, ["calc.py"])
