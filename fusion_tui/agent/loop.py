@@ -22,7 +22,13 @@ import dataclasses
 import hashlib
 from typing import Any
 
-from fusion_tui.agent.chat_files import ChatFiles, choose, file_block, workspace_files
+from fusion_tui.agent.chat_files import (
+    ChatFiles,
+    choose,
+    file_block,
+    named_in,
+    workspace_files,
+)
 from fusion_tui.agent.checks import syntax_feedback, syntax_problem, tail, test_feedback
 from fusion_tui.agent.deadline import CancelToken, run_guarded
 from fusion_tui.agent.delegate import run_delegate
@@ -384,6 +390,12 @@ class _Run:
         except (EditRefused, ToolError) as exc:
             notes.append(f"Not written: {exc}")
             return None
+        if self.guards_tests(done.path):
+            notes.append(
+                f"Not written: {done.path} holds tests, and the tests judge the change; fix the "
+                "code they test instead."
+            )
+            return None
         old = self.old_text(done.path)
         if old == done.content:
             digest = hashlib.sha256(done.content.encode()).hexdigest()[:16]
@@ -411,6 +423,21 @@ class _Run:
         how = {"merged": " (the functions you gave replaced those of the file)"}.get(done.how, "")
         notes.append(f"{done.path} was written{how}.")
         return done.path
+
+    def tests_passed(self) -> bool:
+        """The task's test command passed after this step's changes: the task is done, whatever
+        else the reply tried (a refused write to a test file needs no answer)."""
+        return self.last_test is not None and self.last_test.ok
+
+    def guards_tests(self, path: str) -> bool:
+        """Whether a write to `path` is refused: with a test command, an existing test file
+        (`test_*.py`, `*_test.py`, or under a `tests/` folder) the task does not name. A small
+        model told its tests fail will otherwise delete the failing assertions."""
+        if not self.cfg.test_cmd or path not in self.known:
+            return False
+        name = path.rsplit("/", 1)[-1]
+        is_test = name.startswith("test_") or name.endswith("_test.py") or "tests/" in path
+        return is_test and path not in named_in(self.task, sorted(self.known))
 
     def blocked(self, tool: str, args: dict[str, Any], verdict: str) -> None:
         msg = self.guard.corrective(tool, args)
@@ -645,7 +672,7 @@ class _Run:
                         return "tests_failed", parsed.prose, "the files still do not compile"
                     self.rounds += 1
                     notes.append(feedback)
-                elif not open_ends:
+                elif not open_ends or self.tests_passed():
                     return "completed", parsed.prose or f"Changed {', '.join(self.changed)}.", ""
             pending = ("\n\n".join(notes) + self.tail(), "observation")
 

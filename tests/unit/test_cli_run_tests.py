@@ -95,3 +95,18 @@ def test_test_flags_that_cannot_take_effect_are_refused(
     code, _, err = call_cli(capsys, "run", "fix calc.py", "--workspace", str(ws), *flags)
     assert code == 2 and said in err
     assert not cli_server.completions()
+
+
+def test_with_a_test_command_the_test_files_are_not_the_agents_to_change(
+    cli_server: FakeLlamaServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ws = workspace(tmp_path, {"calc.py": WRONG, "test_calc.py": CHECK + "\n"})
+    cli_server.script(edit("test_calc.py", "pass"), edit("calc.py", RIGHT))
+    code, _, err = call_cli(
+        capsys, "run", "fix calc.py", "--workspace", str(ws), "--yes", "--json",
+        "--test-cmd", f"{sys.executable} test_calc.py",
+    )  # fmt: skip
+    assert code == 0, err
+    assert (ws / "test_calc.py").read_text() == CHECK + "\n"
+    told = str(cli_server.completions()[1].body["prompt"]).rsplit("<|im_start|>user", 1)[-1]
+    assert "Not written: test_calc.py holds tests, and the tests judge the change" in told
