@@ -37,7 +37,9 @@ def managed_env(
 ) -> dict[str, str]:
     """`child_env` for a child that launches its own managed server: `binary` serving `model`
     with `parallel` slots over `ctx` tokens on `threads` threads, answers of up to `max_tokens`
-    at temperature 0."""
+    at temperature 0, without speculative decoding unless `settings` ask for it (the `auto`
+    trial would run again in every fresh home: seconds to minutes a test)."""
+    settings.setdefault("FUSION_TUI_LOCALMODELS__MANAGED__SPECULATIVE", "off")
     return child_env(
         home,
         FUSION_TUI_SERVER__BINARY=str(binary),

@@ -64,7 +64,7 @@ def test_the_coder_fixes_a_planted_bug_until_the_tests_pass(
     (ws / "test_stats.py").write_text(TESTS)
     env = managed_env(
         home, llama_server_bin, coder_05b_model, parallel=1, ctx=8192, threads=2,
-        max_tokens=1024, FUSION_TUI_LOCALMODELS__MANAGED__SPECULATIVE="off",
+        max_tokens=1024,
     )  # fmt: skip
     test_cmd = f"{sys.executable} -m pytest -q -p no:cacheprovider test_stats.py"
     argv = [sys.executable, "-m", "fusion_tui", "run", "--json", "--yes", "--workspace", str(ws)]
