@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import anyio
 import pytest
 
 from fusion_tui.config.loader import ConfigError, load_settings
@@ -197,3 +198,27 @@ def test_a_bare_off_in_yaml_is_the_word_off(tmp_path: Path) -> None:
     cfg.write_text("version: 3\nlocalModels:\n  managed:\n    speculative: on\n")
     with pytest.raises(ConfigError, match="not 'on'"):
         load_settings(cfg, env={})
+
+
+def test_auto_over_rpc_stays_off_without_a_trial(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ggml-rpc-server serves one client at a time: trial servers side by side would queue on
+    it, and the launch after them found it gone."""
+    from fusion_tui.paths import AppPaths
+    from fusion_tui.server.process import daemon as daemon_module
+    from fusion_tui.server.process.daemon import ManagedDaemon
+
+    async def no_trial(*_: object) -> list[TrialRun]:
+        raise AssertionError("the trial ran over RPC")
+
+    monkeypatch.setattr(daemon_module, "run_trial", no_trial)
+    paths = AppPaths.default(env={"FUSION_TUI_HOME": str(tmp_path)})
+    spec = LaunchSpec(model=tmp_path / "m.gguf", parallel=1, ctx=1024, speculative="auto",
+                      rpc=("127.0.0.1:50052",))  # fmt: skip
+    daemon = ManagedDaemon(paths, binary=tmp_path / "llama-server")
+    resolved, decision = anyio.run(
+        lambda: daemon.resolve_speculative(spec, tmp_path / "llama-server", lambda _: None)
+    )
+    assert resolved.spec_args == () and decision.choice == "off"
+    assert "RPC" in decision.reason

@@ -397,7 +397,7 @@ class ManagedDaemon:
         trial (`spec_trial.py`) and keeps what it found; a verdict measured while the machine was
         busy (load average at or above its cores) is measured again by the first launch that finds
         it less busy. A trial that cannot measure launches without speculation and is tried again
-        at the next launch."""
+        at the next launch. Over RPC `auto` is off without a trial."""
         setting = spec.speculative
         if user_owns_speculation(spec.extra_args):
             decision = SpecDecision(setting, "extra-args", "extraArgs set speculative decoding")
@@ -421,6 +421,11 @@ class ManagedDaemon:
             decision = SpecDecision(setting, "draft", "configured", args, str(path))
             return replace(spec, spec_args=args), decision
         assert parsed.kind == AUTO
+        if spec.rpc:
+            # a ggml-rpc-server serves one client at a time: the trial's servers side by side
+            # would queue on it (and measure the network, not drafting on this machine)
+            reason = "not measured over RPC: set a speculative type to use one"
+            return replace(spec, spec_args=()), SpecDecision(AUTO, OFF, reason)
         threads = " ".join(spec.thread_args())
         key = verdict_key(spec.model, binary, _cpu_name(), usable_cores(), threads, "")
         verdicts = Verdicts(self.paths.daemon_dir)
