@@ -12,7 +12,7 @@ from textual.app import App, ComposeResult
 from textual.widgets import Markdown
 
 from fusion_tui.tui.widgets import heap
-from fusion_tui.tui.widgets.chat_message import ChatMessage
+from fusion_tui.tui.widgets.chat_message import PARK_DELAY_S, ChatMessage
 from fusion_tui.tui.widgets.chat_view import ChatView
 from tests.tui.svg_cells import cells
 
@@ -148,16 +148,24 @@ async def test_line_breaks_other_than_newline_do_not_shift_the_cut() -> None:
     assert streamed == once
 
 
+async def _settled(pilot: Any) -> None:
+    """Wait out the parking timers of the last cuts and the layout after them: on a busy machine
+    one pause can come before a late timer parks, and the height read is the frame before."""
+    await pilot.pause(PARK_DELAY_S * 3)
+    await pilot.pause()
+
+
 async def test_parked_pieces_keep_their_height_and_come_back_when_scrolled_to() -> None:
     app = Host()
     async with app.run_test(size=(80, 24)) as pilot:
         message = await _streamed(pilot, ANSWER)
         view = app.query_one(ChatView)
+        await _settled(pilot)
         parked = [p for p in message.pieces if p.has_class("-parked")]
         assert parked and parked[0] is message.pieces[0]  # the top is far from the view
         height = view.virtual_size.height
         message.unpark_all()
-        await pilot.pause()
+        await _settled(pilot)
         assert view.virtual_size.height == height  # parking changed no height
         view.scroll_end(animate=False)
         await pilot.pause()
