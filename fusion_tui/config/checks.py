@@ -80,6 +80,12 @@ def check_settings(settings: Settings) -> None:
             ("localModels", "managed", "threads"),
             f"should be auto or a number of threads of at least 1, not {threads}",
         )
+    max_tokens = settings.agent.max_tokens
+    if max_tokens is not None and max_tokens < 1:
+        raise CheckError(
+            ("agent", "maxTokens"),
+            f"should be null (llm.maxTokens, at least 2048) or at least 1 token, not {max_tokens}",
+        )
 
 
 def _check_entry(entry: EndpointSettings, here: tuple[str, ...]) -> None:

@@ -37,6 +37,7 @@ def test_smollm2_lists_the_files_then_finishes(
     env = managed_env(
         home, llama_server_bin, demo_model, parallel=2, ctx=4096, threads=2, max_tokens=128,
         FUSION_TUI_AGENT__TASK__FINALIZATIONMS="120000",
+        FUSION_TUI_AGENT__MAXTOKENS="128",  # SmolLM2 rambles to the bound: keep a step short
     )  # fmt: skip
     paths = AppPaths.default(env={"FUSION_TUI_HOME": str(home)})
     argv = [sys.executable, "-m", "fusion_tui", "run", "--json", "--workspace", str(ws)]
@@ -57,7 +58,8 @@ def test_smollm2_lists_the_files_then_finishes(
     assert all(r["purpose"] != "repair" for r in requests), requests  # every step parsed
     steps = [r for r in requests if r["purpose"] == "step"]
     assert steps and all(r["ended"] in ("ok", "time_ceiling") for r in steps), steps
-    assert all(r["id_slot"] == requests[0]["id_slot"] for r in requests)
+    # the steps keep the session's slot; a side call (compaction) may run on another
+    assert all(r["id_slot"] == steps[0]["id_slot"] for r in steps), requests
 
     session = SessionStore.default(paths).load(last["session"])
     assert session.turns[-1].outcome == last["outcome"]
