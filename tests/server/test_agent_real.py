@@ -63,7 +63,12 @@ def test_smollm2_lists_the_files_then_finishes(
 
     session = SessionStore.default(paths).load(last["session"])
     assert session.turns[-1].outcome == last["outcome"]
-    assert not [m for m in session.messages if (m.partial_reason or "").startswith("invalid")]
+    # SmolLM2 writes code blocks the step's cap cuts off: such a step writes nothing, is kept as
+    # partial, and the model is told why (a repair note); nothing else may fail to parse
+    cut = "nothing of that block was written"
+    invalid = [m for m in session.messages if (m.partial_reason or "").startswith("invalid")]
+    assert all(m.partial and cut in (m.partial_reason or "") for m in invalid), invalid
     transcript = json.loads((paths.sessions_dir / "agent" / f"{session.id}.json").read_text())
-    assert not [m for m in transcript["messages"] if m["kind"] in ("raw", "repair")]
+    notes = [m for m in transcript["messages"] if m["kind"] in ("raw", "repair")]
+    assert all(m["kind"] == "repair" and cut in m["text"] for m in notes), notes
     print(f"\n{last['outcome']} after {len(requests)} request(s); stderr:\n{proc.stderr}")
