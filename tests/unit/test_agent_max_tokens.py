@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 
 from fusion_tui.agent.session_run import agent_config
+from fusion_tui.config import Settings
 from fusion_tui.config.loader import ConfigError, load_settings
 
 
-def _settings(tmp_path: Path, **env: str):  # type: ignore[no-untyped-def]
+def _settings(tmp_path: Path, **env: str) -> Settings:
     return load_settings(tmp_path / "config.yaml", env=env)
 
 

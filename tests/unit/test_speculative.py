@@ -10,6 +10,9 @@ import pytest
 
 from fusion_tui.config.loader import ConfigError, load_settings
 from fusion_tui.config.speculative import SpeculativeError, parse_setting
+from fusion_tui.paths import AppPaths
+from fusion_tui.server.process import daemon as daemon_module
+from fusion_tui.server.process.daemon import ManagedDaemon
 from fusion_tui.server.process.launch import LaunchSpec, LaunchSpecError
 from fusion_tui.server.process.probe import ready_line
 from fusion_tui.server.process.records import LaunchRecord
@@ -205,9 +208,6 @@ def test_auto_over_rpc_stays_off_without_a_trial(
 ) -> None:
     """A ggml-rpc-server serves one client at a time: trial servers side by side would queue on
     it, and the launch after them found it gone."""
-    from fusion_tui.paths import AppPaths
-    from fusion_tui.server.process import daemon as daemon_module
-    from fusion_tui.server.process.daemon import ManagedDaemon
 
     async def no_trial(*_: object) -> list[TrialRun]:
         raise AssertionError("the trial ran over RPC")
