@@ -24,6 +24,7 @@ def test_by_default_a_step_has_room_for_a_whole_file(tmp_path: Path) -> None:
 def test_the_agent_key_caps_a_step_below_the_chat_setting(tmp_path: Path) -> None:
     capped = _settings(tmp_path, FUSION_TUI_AGENT__MAXTOKENS="300")
     assert agent_config(capped).n_predict == 300
+    assert agent_config(capped).summary_n_predict == 300  # the closing summary is a reply too
 
 
 @pytest.mark.parametrize("value", ["0", "-3", "many"])
