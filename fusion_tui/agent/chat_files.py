@@ -58,10 +58,24 @@ def workspace_files(workspace: Workspace, limit: int = MAX_LISTED) -> list[str]:
     return found
 
 
+def _path_words(task: str) -> set[str]:
+    words = set(re.findall(r"[\w./\-]+", task))
+    return words | {w.rstrip(".,:;") for w in words}
+
+
+def named_unlisted(task: str, files: list[str]) -> list[str]:
+    """Relative paths the task names that the walk left out (a hidden folder such as `.docs/`,
+    or a tool folder): a file the user names is one they want the model to see."""
+    return sorted(
+        w for w in _path_words(task)
+        if "/" in w and "." in w.rsplit("/", 1)[-1] and w not in files
+        and not w.startswith(("/", "../")) and "/../" not in w
+    )  # fmt: skip
+
+
 def named_in(task: str, files: list[str]) -> list[str]:
     """Files the task names: by relative path, or by a base name only one file has."""
-    words = set(re.findall(r"[\w./\-]+", task))
-    words |= {w.rstrip(".,:;") for w in words}
+    words = _path_words(task)
     by_base: dict[str, list[str]] = {}
     for f in files:
         by_base.setdefault(f.rsplit("/", 1)[-1], []).append(f)

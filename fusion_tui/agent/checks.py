@@ -6,9 +6,19 @@ Python file written (a syntax error is caught before anything runs) and runs the
 command; a failure goes back to the model as the next message with the tail of the output, for
 up to `test_rounds` rounds (aider's `--auto-test` does the same). What the task ends with then
 says whether the tests passed.
+
+Without a test command, the examples in the docstrings of the Python files the agent wrote are
+its tests (`python3 -m doctest FILE`): they are the specification the user wrote down, and a small
+model that is shown the example its code gets wrong fixes it far more often than one left to
+judge its own code. Only failed examples (or a run past its time) are handed back: a file that
+cannot even be imported there (a package the project's interpreter lacks) says nothing about the
+code, so it is not held against it.
 """
 
 from __future__ import annotations
+
+import re
+import shlex
 
 TAIL_LINES = 60
 """Lines of the test output the model is shown (the end of a failing run says most)."""
@@ -29,6 +39,42 @@ def syntax_problem(path: str, text: str) -> str | None:
     except ValueError as exc:  # a NUL byte
         return f"{path}: {exc}"
     return None
+
+
+_EXAMPLE = re.compile(r"^[ \t]*>>> \S", re.M)
+EXAMPLES_TIMEOUT_S = 30.0
+"""Examples take milliseconds; a run this long is code that loops."""
+
+
+def with_examples(paths: list[str], files: dict[str, str]) -> list[str]:
+    """The Python files among `paths` whose text holds doctest examples (`>>> ` lines)."""
+    return [p for p in paths if p.endswith(".py") and _EXAMPLE.search(files.get(p, ""))]
+
+
+def examples_command(paths: list[str]) -> str:
+    """The command that runs the examples of `paths` (the workspace's own `python3`)."""
+    return "python3 -m doctest -o NORMALIZE_WHITESPACE " + " ".join(map(shlex.quote, paths))
+
+
+def examples_failed(exit: int | None, output: str) -> bool:
+    """Whether a doctest run found a wrong example (or ran past its time), as opposed to a
+    file that could not be imported at all."""
+    return exit is None or (exit != 0 and "Failed example:" in output)
+
+
+def examples_feedback(command: str, exit: int | None, output_tail: str, rounds_left: int) -> str:
+    """The message that tells the model the examples in its docstrings do not hold."""
+    how = "timed out" if exit is None else "do not hold"
+    more = (
+        "The examples are part of the specification: fix the code so that they hold, and give "
+        "the corrected file in full."
+    )
+    if rounds_left <= 0:
+        more += " The examples run once more after this fix, for the last time."
+    return (
+        f"The examples in the docstrings {how} (`{command}`). The end of the output:\n"
+        f"```\n{output_tail}\n```\n{more}"
+    )
 
 
 def tail(text: str, lines: int = TAIL_LINES, chars: int = TAIL_CHARS) -> str:

@@ -141,7 +141,8 @@ class StepFailed:
 
 @dataclass(frozen=True)
 class TestRan:
-    """The task's test command ran after the step's edits (`round` counts from 1)."""
+    """The task's test command, or the docstring examples (`checks.py`), ran after the step's
+    edits (`round` counts from 1; 0: the test command before any change)."""
 
     step: int
     command: str
@@ -234,8 +235,8 @@ def to_json_line(event: AgentEvent) -> dict[str, Any] | None:
     if isinstance(event, TaskOutcome):
         return {"event": "outcome", "outcome": event.outcome, "session": event.session_id}
     if isinstance(event, TestRan):
-        return {"event": "test", "ok": event.ok, "exit": event.exit, "tail": event.tail,
-                "round": event.round}  # fmt: skip
+        return {"event": "test", "command": event.command, "ok": event.ok, "exit": event.exit,
+                "tail": event.tail, "round": event.round}  # fmt: skip
     if isinstance(event, RequestDone):
         data = asdict(event)
         for key in ("endpoint", "moved_from"):  # one endpoint: the lines stay as they were

@@ -22,14 +22,26 @@ import dataclasses
 import hashlib
 from typing import Any
 
+from fusion_tui.agent.approval import ApprovalRequest, command_prefix
 from fusion_tui.agent.chat_files import (
     ChatFiles,
     choose,
     file_block,
     named_in,
+    named_unlisted,
     workspace_files,
 )
-from fusion_tui.agent.checks import syntax_feedback, syntax_problem, tail, test_feedback
+from fusion_tui.agent.checks import (
+    EXAMPLES_TIMEOUT_S,
+    examples_command,
+    examples_failed,
+    examples_feedback,
+    syntax_feedback,
+    syntax_problem,
+    tail,
+    test_feedback,
+    with_examples,
+)
 from fusion_tui.agent.deadline import CancelToken, run_guarded
 from fusion_tui.agent.delegate import run_delegate
 from fusion_tui.agent.edits import EditRefused, resolve, top_names
@@ -173,6 +185,12 @@ class _Run:
         if not self.deps.workspace_facts:
             return self.task + self.tail()
         files = workspace_files(self.deps.workspace)
+        for path in named_unlisted(self.task, files):
+            try:
+                self.read(path)
+            except (ToolError, OSError):
+                continue
+            files.append(path)
         self.known = set(files)
         n_ctx = self.context()
         per_token = await self.chars_per_token()
@@ -495,20 +513,41 @@ class _Run:
         return f"there is no tool {name!r}; the tools are {names}. Change files with code blocks."
 
     async def check(self, wrote: list[str]) -> str | None:
-        """The step's files checked: None when they compile and the tests pass, else what to
-        tell the model."""
+        """The step's files checked: None when they compile and the tests pass (without a test
+        command: the examples in their docstrings hold), else what to tell the model."""
         problems = [p for p in (syntax_problem(f, self.files.get(f, "")) for f in wrote) if p]
         if problems:
             return syntax_feedback(problems)
-        command = self.cfg.test_cmd
-        if not command:
-            return None
+        rounds_left = self.cfg.test_rounds - self.rounds - 1
+        if not self.cfg.test_cmd:
+            return await self.check_examples(rounds_left)
         run = await self.run_tests(self.rounds + 1)
         if run.ok:
             return None
-        return test_feedback(
-            run.command, run.exit, run.tail, self.cfg.test_rounds - self.rounds - 1
+        return test_feedback(run.command, run.exit, run.tail, rounds_left)
+
+    async def check_examples(self, rounds_left: int) -> str | None:
+        """The docstring examples of the Python files this task changed, run as its tests
+        (`checks.py`); the command is the user's to allow, as any command is."""
+        paths = with_examples(self.changed, self.files)
+        if not self.cfg.check_examples or not paths:
+            return None
+        command = examples_command(paths)
+        request = ApprovalRequest(
+            "shell", "run_examples", command, detail=command, prefix=command_prefix(command, 3)
         )
+        if not await self.ctx.gate.check(request):
+            return None
+        t0 = self.clock.now()
+        done = await execute(self.ctx, command, EXAMPLES_TIMEOUT_S)
+        failed = examples_failed(done.exit, done.output)
+        run = TestRan(self.step, command, not failed, done.exit, tail(done.output),
+                      self.rounds + 1, (self.clock.now() - t0) * 1000)  # fmt: skip
+        self.last_test = run
+        self.emit(run)
+        if not failed:
+            return None
+        return examples_feedback(command, run.exit, run.tail, rounds_left)
 
     async def run_tests(self, round_: int) -> TestRan:
         """Run the task's test command once (round 0: before any change)."""
@@ -581,7 +620,8 @@ class _Run:
     def tests_failed_reason(self) -> str:
         run = self.last_test
         code = "timed out" if run is None or run.exit is None else f"exit code {run.exit}"
-        return f"the tests still fail ({code}) after {self.rounds} round(s) of fixes"
+        what = "the tests still fail" if self.cfg.test_cmd else "the docstring examples still fail"
+        return f"{what} ({code}) after {self.rounds} round(s) of fixes"
 
     async def finalize(self, reason: Outcome, partial: str = "",
                        pending: tuple[str, str] | None = None) -> tuple[Outcome, str]:  # fmt: skip

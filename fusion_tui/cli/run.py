@@ -7,7 +7,8 @@
 With `--json`, stdout carries one JSON object per line (the names are an interface):
 `{"event": "request", "id_slot", "prompt_n", "cache_n", "ttft_ms", "predicted_per_second", ...}`
 per request, `{"event": "tool", "name", "ok"}` per tool call (plus `"error"` when `ok` is
-false), `{"event": "test", "ok", "exit", "tail", "round"}` per run of the test command,
+false), `{"event": "test", "command", "ok", "exit", "tail", "round"}` per run of the test command
+(or of the docstring examples),
 `{"event": "prompt_progress", "processed", "total", "cache"}` while a prompt is read, and last
 `{"event": "outcome", "outcome", "session"}`. Without it, progress goes to stderr and the
 summary to stdout.

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fusion_tui.agent.chat_files import choose, file_block, named_in, workspace_files
+from fusion_tui.agent.chat_files import (
+    choose,
+    file_block,
+    named_in,
+    named_unlisted,
+    workspace_files,
+)
 from fusion_tui.agent.tools.workspace import Workspace
 
 
@@ -36,3 +42,9 @@ def test_files_the_history_holds_unchanged_are_named_not_shown_again() -> None:
     text = chat.render()
     assert file_block("b.py", "b = 2\n") in text and file_block("a.py", "a = 1\n") not in text
     assert "Shown earlier in this chat, unchanged since: a.py" in text
+
+
+def test_a_hidden_file_the_task_names_is_one_to_show() -> None:
+    files = ["bowling.py", "bowling_test.py"]
+    task = "Do what .docs/instructions.md says, in bowling.py (see ../secret.txt and /etc/x.conf)"
+    assert named_unlisted(task, files) == [".docs/instructions.md"]

@@ -1,0 +1,135 @@
+"""`fusion-tui run` without a test command: the docstring examples of the Python files the agent
+wrote are its tests. A wrong example goes back to the model, a file that cannot be imported is
+not held against the code, `agent.checkExamples: false` turns the check off, and nothing runs
+that the user did not allow."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fusion_tui.agent.approval import Decision
+from fusion_tui.agent.checks import examples_failed, with_examples
+from fusion_tui.agent.events import TestRan as Ran
+from fusion_tui.agent.loop import run_task
+from fusion_tui.paths import AppPaths
+from tests.fakes.clock import FakeClock
+from tests.fakes.fake_server import FakeLlamaServer
+from tests.unit.cli_support import call_cli, edit, json_lines, workspace
+from tests.unit.test_agent_fakes import Recorder, Script, make_deps
+from tests.unit.test_agent_fakes import edit as fake_edit
+
+STUB = '''def double(n):
+    """Twice n.
+
+    >>> double(3)
+    6
+    """
+    raise NotImplementedError
+'''
+WRONG = STUB.replace("raise NotImplementedError", "return n + 2")
+RIGHT = STUB.replace("raise NotImplementedError", "return n * 2")
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    return workspace(tmp_path, {"calc.py": STUB})
+
+
+def runs_of(out: str) -> list[dict[str, object]]:
+    return [e for e in json_lines(out) if e["event"] == "test"]
+
+
+def test_a_wrong_example_goes_back_and_the_fix_completes(
+    cli_server: FakeLlamaServer, ws: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cli_server.script(edit("calc.py", WRONG), edit("calc.py", RIGHT, prose="Fixed."))
+    code, out, err = call_cli(
+        capsys, "run", "implement double in calc.py", "--workspace", str(ws), "--yes", "--json"
+    )
+    assert code == 0, err
+    runs = runs_of(out)
+    assert [(t["ok"], t["round"]) for t in runs] == [(False, 1), (True, 2)]
+    assert str(runs[0]["command"]).startswith("python3 -m doctest")
+    assert json_lines(out)[-1]["outcome"] == "completed"
+    assert (ws / "calc.py").read_text() == RIGHT
+    told = str(cli_server.completions()[1].body["prompt"]).rsplit("<|im_start|>user", 1)[-1]
+    assert "The examples in the docstrings do not hold" in told
+    assert "Failed example:" in told and "double(3)" in told
+
+
+def test_examples_that_still_fail_end_tests_failed(
+    cli_server: FakeLlamaServer, ws: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tries = [WRONG, WRONG.replace("n + 2", "n - 2"), WRONG.replace("n + 2", "n * 3")]
+    cli_server.script(*[edit("calc.py", t) for t in tries])
+    code, out, err = call_cli(
+        capsys, "run", "implement double in calc.py", "--workspace", str(ws), "--yes", "--json"
+    )
+    assert code == 1
+    assert [t["ok"] for t in runs_of(out)] == [False, False, False]
+    assert json_lines(out)[-1]["outcome"] == "tests_failed"
+    assert "the docstring examples still fail" in err
+
+
+def test_the_config_turns_the_examples_off(
+    cli_server: FakeLlamaServer, ws: Path, app_home: AppPaths, capsys: pytest.CaptureFixture[str]
+) -> None:
+    app_home.config_dir.mkdir(parents=True, exist_ok=True)
+    app_home.config_file.write_text("version: 3\nagent:\n  checkExamples: false\n")
+    cli_server.script(edit("calc.py", WRONG))
+    code, out, err = call_cli(
+        capsys, "run", "implement double in calc.py", "--workspace", str(ws), "--yes", "--json"
+    )
+    assert code == 0, err
+    assert runs_of(out) == []
+    assert len(cli_server.completions()) == 1
+
+
+async def test_the_user_is_asked_before_the_examples_run_and_a_no_runs_nothing(
+    ws: Path,
+) -> None:
+    script = Script(FakeClock(start=1000.0), [fake_edit("calc.py", WRONG)])
+    approver = Recorder(Decision.ALLOW_ONCE, Decision.DENY)  # the write, then the examples
+    events: list[Any] = []
+    res = await run_task(
+        "implement double in calc.py", session_id="s",
+        deps=make_deps(ws, script, approver, events=events),
+    )  # fmt: skip
+    assert [(r.kind, r.tool) for r in approver.asked] == [
+        ("write", "write_file"),
+        ("shell", "run_examples"),
+    ]
+    assert approver.asked[1].prefix == "python3 -m doctest"  # "always" grants no other python3 -m
+    assert not any(isinstance(e, Ran) for e in events)
+    assert res.outcome == "completed"
+
+
+def test_only_python_files_with_examples_are_run() -> None:
+    files = {"a.py": STUB, "b.py": "x = 1\n", "c.md": ">>> 1\n1\n", "d.py": "# >>> not one\n"}
+    assert with_examples(["a.py", "b.py", "c.md", "d.py"], files) == ["a.py"]
+
+
+def test_a_file_that_cannot_be_imported_is_no_failed_example() -> None:
+    assert examples_failed(1, "Failed example:\n    double(3)")
+    assert examples_failed(None, "")  # ran past its time: code that loops
+    assert not examples_failed(1, "ModuleNotFoundError: No module named 'numpy'")
+    assert not examples_failed(0, "")
+
+
+def test_a_hidden_file_the_task_names_comes_with_the_task(
+    cli_server: FakeLlamaServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ws = workspace(tmp_path, {"bowling.py": "def score(rolls):\n    pass\n"})
+    (ws / ".docs").mkdir()
+    (ws / ".docs" / "instructions.md").write_text("Score a game of ten-pin bowling.\n")
+    cli_server.script(edit("bowling.py", "def score(rolls):\n    return sum(rolls)\n"))
+    code, _out, err = call_cli(
+        capsys, "run", "Do what .docs/instructions.md says in bowling.py", "--workspace",
+        str(ws), "--yes",
+    )  # fmt: skip
+    assert code == 0, err
+    first = str(cli_server.completions()[0].body["prompt"])
+    assert ".docs/instructions.md\n```markdown\nScore a game of ten-pin bowling.\n```" in first
