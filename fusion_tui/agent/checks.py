@@ -7,12 +7,14 @@ command; a failure goes back to the model as the next message with the tail of t
 up to `test_rounds` rounds (aider's `--auto-test` does the same). What the task ends with then
 says whether the tests passed.
 
-Without a test command, the examples in the docstrings of the Python files the agent wrote are
-its tests (`python3 -m doctest FILE`): they are the specification the user wrote down, and a small
-model that is shown the example its code gets wrong fixes it far more often than one left to
-judge its own code. Only failed examples (or a run past its time) are handed back: a file that
-cannot even be imported there (a package the project's interpreter lacks) says nothing about the
-code, so it is not held against it.
+Without a test command the agent finds its own (`agent.findTests`), as a careful programmer
+would before calling the work done: the Python test files shown with the task (`test_*.py`,
+`*_test.py`, under `tests/`), run with pytest when the workspace's `python3` has it, else with
+unittest; failing that, the examples in the docstrings of the Python files it wrote
+(`python3 -m doctest FILE`), the specification the user wrote down. A small model shown the test
+or the example its code gets wrong fixes it far more often than one left to judge its own code.
+Only failed examples (or a run past its time) are handed back: a file that cannot even be
+imported there (a package the project's interpreter lacks) says nothing about the code.
 """
 
 from __future__ import annotations
@@ -49,6 +51,26 @@ EXAMPLES_TIMEOUT_S = 30.0
 def with_examples(paths: list[str], files: dict[str, str]) -> list[str]:
     """The Python files among `paths` whose text holds doctest examples (`>>> ` lines)."""
     return [p for p in paths if p.endswith(".py") and _EXAMPLE.search(files.get(p, ""))]
+
+
+def is_test_file(path: str) -> bool:
+    """A Python file of tests, by the names pytest and unittest users give them."""
+    name = path.rsplit("/", 1)[-1]
+    is_test = name.startswith("test_") or name.endswith("_test.py") or path.startswith("tests/")
+    return name.endswith(".py") and (is_test or "/tests/" in path)
+
+
+def tests_command(paths: list[str], runner: str) -> str:
+    """The command that runs the test files `paths` with `runner` (pytest or unittest)."""
+    files = " ".join(map(shlex.quote, paths))
+    if runner == "pytest":
+        return f"python3 -m pytest -q -x -p no:cacheprovider {files}"
+    return f"python3 -m unittest {files}"
+
+
+def tests_failed(exit: int | None) -> bool:
+    """Whether a run of found tests failed (5: pytest and unittest found no test to run)."""
+    return exit not in (0, 5)
 
 
 def examples_command(paths: list[str]) -> str:

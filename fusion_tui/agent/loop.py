@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+from collections.abc import Callable
 from typing import Any
 
 from fusion_tui.agent.approval import ApprovalRequest, command_prefix
@@ -36,10 +37,13 @@ from fusion_tui.agent.checks import (
     examples_command,
     examples_failed,
     examples_feedback,
+    is_test_file,
     syntax_feedback,
     syntax_problem,
     tail,
     test_feedback,
+    tests_command,
+    tests_failed,
     with_examples,
 )
 from fusion_tui.agent.deadline import CancelToken, run_guarded
@@ -135,6 +139,8 @@ class _Run:
         self.rounds = 0
         """Check rounds used: replies that were sent back because the checks failed."""
         self.last_test: TestRan | None = None
+        self.found_tests: str | None = None
+        """The command of the test files shown with the task, when the user gave none."""
         self.nudged = False
         self.unchanged = 0
         """Edits of the reply being run that gave a file back exactly as it was."""
@@ -198,6 +204,7 @@ class _Run:
         budget = max(0, int(room * 0.6) - len(self.deps.stable_prefix))
         chat = choose(self.task, files, self.read, budget)
         self.files.update(chat.shown)
+        self.found_tests = await self.find_tests(list(chat.shown))
         if self.packer.messages:  # a session that goes on: what it holds unchanged stays there
             held = self.packer.holds
             chat = chat.without([p for p, t in chat.shown.items() if held(file_block(p, t))])
@@ -451,11 +458,9 @@ class _Run:
         """Whether a write to `path` is refused: with a test command, an existing test file
         (`test_*.py`, `*_test.py`, or under a `tests/` folder) the task does not name. A small
         model told its tests fail will otherwise delete the failing assertions."""
-        if not self.cfg.test_cmd or path not in self.known:
+        if not (self.cfg.test_cmd or self.found_tests) or path not in self.known:
             return False
-        name = path.rsplit("/", 1)[-1]
-        is_test = name.startswith("test_") or name.endswith("_test.py") or "tests/" in path
-        return is_test and path not in named_in(self.task, sorted(self.known))
+        return is_test_file(path) and path not in named_in(self.task, sorted(self.known))
 
     def blocked(self, tool: str, args: dict[str, Any], verdict: str) -> None:
         msg = self.guard.corrective(tool, args)
@@ -513,41 +518,59 @@ class _Run:
         return f"there is no tool {name!r}; the tools are {names}. Change files with code blocks."
 
     async def check(self, wrote: list[str]) -> str | None:
-        """The step's files checked: None when they compile and the tests pass (without a test
-        command: the examples in their docstrings hold), else what to tell the model."""
+        """The step's files checked: None when they compile and the tests pass (the user's test
+        command, else the tests the task found: `checks.py`), else what to tell the model."""
         problems = [p for p in (syntax_problem(f, self.files.get(f, "")) for f in wrote) if p]
         if problems:
             return syntax_feedback(problems)
         rounds_left = self.cfg.test_rounds - self.rounds - 1
-        if not self.cfg.test_cmd:
-            return await self.check_examples(rounds_left)
-        run = await self.run_tests(self.rounds + 1)
-        if run.ok:
-            return None
-        return test_feedback(run.command, run.exit, run.tail, rounds_left)
-
-    async def check_examples(self, rounds_left: int) -> str | None:
-        """The docstring examples of the Python files this task changed, run as its tests
-        (`checks.py`); the command is the user's to allow, as any command is."""
+        if self.cfg.test_cmd:
+            given = await self.run_tests(self.rounds + 1)
+            if given.ok:
+                return None
+            return test_feedback(given.command, given.exit, given.tail, rounds_left)
+        if self.found_tests:
+            found = await self.run_own("run_tests", self.found_tests, self.cfg.test_timeout_s,
+                                     lambda exit, _out: tests_failed(exit))  # fmt: skip
+            if found is None or found.ok:
+                return None
+            return test_feedback(found.command, found.exit, found.tail, rounds_left)
         paths = with_examples(self.changed, self.files)
-        if not self.cfg.check_examples or not paths:
+        if not self.cfg.find_tests or not paths:
             return None
-        command = examples_command(paths)
+        run = await self.run_own("run_examples", examples_command(paths), EXAMPLES_TIMEOUT_S,
+                                 examples_failed)  # fmt: skip
+        if run is None or run.ok:
+            return None
+        return examples_feedback(run.command, run.exit, run.tail, rounds_left)
+
+    async def find_tests(self, shown: list[str]) -> str | None:
+        """The command for the test files shown with the task, by the runner the workspace's
+        `python3` has (pytest, else unittest); None without any, or with `agent.findTests` off."""
+        tests = [p for p in shown if is_test_file(p)]
+        if self.cfg.test_cmd or not self.cfg.find_tests or not tests:
+            return None
+        has_pytest = await execute(self.ctx, "python3 -c 'import pytest'", EXAMPLES_TIMEOUT_S)
+        return tests_command(tests, "pytest" if has_pytest.ok else "unittest")
+
+    async def run_own(
+        self, tool: str, command: str, timeout_s: float, failed: Callable[[int | None, str], bool]
+    ) -> TestRan | None:
+        """A check the agent found for itself, run as the user allows any command (None: not
+        allowed); `failed` tells a verdict on the code from a run that says nothing of it."""
         request = ApprovalRequest(
-            "shell", "run_examples", command, detail=command, prefix=command_prefix(command, 3)
+            "shell", tool, command, detail=command, prefix=command_prefix(command, 3)
         )
         if not await self.ctx.gate.check(request):
             return None
         t0 = self.clock.now()
-        done = await execute(self.ctx, command, EXAMPLES_TIMEOUT_S)
-        failed = examples_failed(done.exit, done.output)
-        run = TestRan(self.step, command, not failed, done.exit, tail(done.output),
+        done = await execute(self.ctx, command, timeout_s)
+        bad = failed(done.exit, done.output)
+        run = TestRan(self.step, command, not bad, done.exit, tail(done.output),
                       self.rounds + 1, (self.clock.now() - t0) * 1000)  # fmt: skip
         self.last_test = run
         self.emit(run)
-        if not failed:
-            return None
-        return examples_feedback(command, run.exit, run.tail, rounds_left)
+        return run
 
     async def run_tests(self, round_: int) -> TestRan:
         """Run the task's test command once (round 0: before any change)."""
@@ -620,7 +643,8 @@ class _Run:
     def tests_failed_reason(self) -> str:
         run = self.last_test
         code = "timed out" if run is None or run.exit is None else f"exit code {run.exit}"
-        what = "the tests still fail" if self.cfg.test_cmd else "the docstring examples still fail"
+        run_by_us = self.cfg.test_cmd or self.found_tests
+        what = "the tests still fail" if run_by_us else "the docstring examples still fail"
         return f"{what} ({code}) after {self.rounds} round(s) of fixes"
 
     async def finalize(self, reason: Outcome, partial: str = "",

@@ -41,9 +41,9 @@ class AgentConfig:
     test_rounds: int = 2
     """Replies sent back because the checks failed, at most (then `tests_failed`)."""
     test_timeout_s: float = 300.0
-    check_examples: bool = True
-    """Without a test command, run the docstring examples of the Python files changed as the
-    tests (`checks.py`)."""
+    find_tests: bool = True
+    """Without a test command: run the test files shown with the task, else the docstring
+    examples of the Python files changed, as the tests (`checks.py`)."""
 
 
 @dataclass

@@ -110,9 +110,10 @@ class AgentSettings:
     """`agent.testCmds`: a workspace folder → its own test command (wins over `testCmd`)."""
     test_rounds: int = 2
     """`agent.testRounds`: failed test runs sent back to the agent, at most."""
-    check_examples: bool = True
-    """`agent.checkExamples`: with no test command, the docstring examples (`>>>`) of the Python
-    files the agent changed are run as its tests (`python3 -m doctest`)."""
+    find_tests: bool = True
+    """`agent.findTests`: with no test command, the agent runs the Python test files shown with
+    the task (pytest, else unittest), else the docstring examples (`>>>`) of the Python files it
+    changed (`python3 -m doctest`), and hands failures back as it does a test command's."""
     max_tokens: int | None = None
     """`agent.maxTokens`: the longest reply one step may write; None: `llm.maxTokens`, at least
     2,048 (a whole-file edit needs the room). A lower bound here caps a rambling model's step."""

@@ -1,7 +1,7 @@
-"""`fusion-tui run` without a test command: the docstring examples of the Python files the agent
-wrote are its tests. A wrong example goes back to the model, a file that cannot be imported is
-not held against the code, `agent.checkExamples: false` turns the check off, and nothing runs
-that the user did not allow."""
+"""`fusion-tui run` without a test command finds its own: the test files shown with the task
+(pytest, else unittest), else the docstring examples of the Python files the agent wrote. A
+failure goes back to the model, a file that cannot be imported is no wrong example,
+`agent.findTests: false` turns it off, and nothing runs that the user did not allow."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def test_the_config_turns_the_examples_off(
     cli_server: FakeLlamaServer, ws: Path, app_home: AppPaths, capsys: pytest.CaptureFixture[str]
 ) -> None:
     app_home.config_dir.mkdir(parents=True, exist_ok=True)
-    app_home.config_file.write_text("version: 3\nagent:\n  checkExamples: false\n")
+    app_home.config_file.write_text("version: 3\nagent:\n  findTests: false\n")
     cli_server.script(edit("calc.py", WRONG))
     code, out, err = call_cli(
         capsys, "run", "implement double in calc.py", "--workspace", str(ws), "--yes", "--json"
@@ -133,3 +133,59 @@ def test_a_hidden_file_the_task_names_comes_with_the_task(
     assert code == 0, err
     first = str(cli_server.completions()[0].body["prompt"])
     assert ".docs/instructions.md\n```markdown\nScore a game of ten-pin bowling.\n```" in first
+
+
+CALC_TEST = "from calc import sub\n\n\ndef test_sub():\n    assert sub(3, 1) == 2\n"
+CALC_UNITTEST = (
+    "import unittest\n\nfrom calc import sub\n\n\nclass SubTest(unittest.TestCase):\n"
+    "    def test_sub(self):\n        self.assertEqual(sub(3, 1), 2)\n"
+)
+SUB_WRONG = "def sub(a, b):\n    return a + b\n"
+SUB_RIGHT = "def sub(a, b):\n    return a - b\n"
+
+
+def test_the_test_files_shown_with_the_task_are_its_tests(
+    cli_server: FakeLlamaServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ws = workspace(tmp_path, {"calc.py": "def sub(a, b):\n    pass\n", "test_calc.py": CALC_TEST})
+    cli_server.script(
+        edit("test_calc.py", "def test_sub():\n    pass\n"),  # the tests judge: not the model's
+        edit("calc.py", SUB_WRONG),
+        edit("calc.py", SUB_RIGHT),
+    )
+    code, out, err = call_cli(
+        capsys, "run", "implement sub in calc.py", "--workspace", str(ws), "--yes", "--json"
+    )
+    assert code == 0, err
+    runs = runs_of(out)
+    assert [(t["ok"], t["command"]) for t in runs] == [
+        (False, "python3 -m pytest -q -x -p no:cacheprovider test_calc.py"),
+        (True, "python3 -m pytest -q -x -p no:cacheprovider test_calc.py"),
+    ]
+    assert (ws / "test_calc.py").read_text() == CALC_TEST
+    prompts = [str(c.body["prompt"]) for c in cli_server.completions()]
+    assert "Not written: test_calc.py holds tests" in prompts[1].rsplit("<|im_start|>user", 1)[-1]
+    assert "The tests `python3 -m pytest" in prompts[2].rsplit("<|im_start|>user", 1)[-1]
+    assert json_lines(out)[-1]["outcome"] == "completed"
+
+
+def test_without_pytest_the_tests_run_with_unittest(
+    cli_server: FakeLlamaServer,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    no_pytest = tmp_path / "no_pytest"
+    no_pytest.mkdir()
+    (no_pytest / "pytest.py").write_text("raise ImportError('no pytest in this python')\n")
+    monkeypatch.setenv("PYTHONPATH", str(no_pytest))
+    ws = workspace(tmp_path, {"calc.py": SUB_WRONG, "calc_test.py": CALC_UNITTEST})
+    cli_server.script(edit("calc.py", SUB_WRONG.replace("+", "*")), edit("calc.py", SUB_RIGHT))
+    code, out, err = call_cli(
+        capsys, "run", "fix sub in calc.py", "--workspace", str(ws), "--yes", "--json"
+    )
+    assert code == 0, err
+    assert [(t["ok"], t["command"]) for t in runs_of(out)] == [
+        (False, "python3 -m unittest calc_test.py"),
+        (True, "python3 -m unittest calc_test.py"),
+    ]
