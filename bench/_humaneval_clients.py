@@ -158,6 +158,11 @@ def run_fusion(
         "outcome": outcome,
         "requests": sum(e.get("event") == "request" for e in events),
         "tools": [f"{t.get('name')}:{'ok' if t.get('ok') else 'failed'}" for t in tools],
+        "checks": [
+            f"{e.get('command', 'tests')}:{'ok' if e.get('ok') else 'failed'}"
+            for e in events
+            if e.get("event") == "test"
+        ],
         "stderr": tail(err, 800),
     }
     timed_out = code is None or outcome == "time_ceiling"
