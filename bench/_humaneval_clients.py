@@ -1,9 +1,10 @@
 """The three clients of bench/agent_humaneval.py, each given one problem's fresh workspace and the
 one llama-server of the run.
 
-- `fusion`: `fusion-tui run` as a user runs it, with its own FUSION_TUI_HOME and the server given
-  as an external one (`server.mode`/`server.url` through FUSION_TUI_* variables), so it neither
-  launches nor stops anything; sampling at temperature 0 (`llm.temperature`).
+- `fusion`: `fusion-tui run` as a user runs it: in the home the bench launched the server from,
+  so every task adopts that running daemon (its slot files, its session ledger), as a user's
+  second command adopts the app's server, and stops nothing; one home for the whole run, as a
+  user has one; sampling at temperature 0 (`llm.temperature`).
 - `single-shot`: one chat request, no tools: what the model does on its own.
 - `aider`: aider-chat in a venv of the bench's own (its dependencies would clash with ours), on
   the same server through its OpenAI-compatible API, whole-file edits, temperature 0.
@@ -125,22 +126,19 @@ def run_fusion(
     problem: Problem,
     ws: Path,
     home: Path,
-    url: str,
+    model: str | None,
     fusion_cmd: str,
     timeout_s: float,
     test_cmd: str | None,
 ) -> ClientRun:
-    argv = [*shlex.split(fusion_cmd), "run", task_text(problem), "--new", "--yes",
+    """`home`: the server's own (the running daemon is adopted); `model` as it was launched."""
+    with_model = ["--model", model] if model else []
+    argv = [*shlex.split(fusion_cmd), *with_model, "run", task_text(problem), "--new", "--yes",
             "--workspace", str(ws), "--json",
             "--max-duration-ms", str(int(timeout_s * 1000))]  # fmt: skip
     if test_cmd:
         argv += ["--test-cmd", test_cmd]
-    env = _clean_env(
-        FUSION_TUI_HOME=str(home),
-        FUSION_TUI_SERVER__MODE="external",
-        FUSION_TUI_SERVER__URL=url,
-        FUSION_TUI_LLM__TEMPERATURE="0",
-    )
+    env = _clean_env(FUSION_TUI_HOME=str(home), FUSION_TUI_LLM__TEMPERATURE="0")
     code, out, err, wall = _run(
         argv, cwd=ws, env=env, timeout_s=timeout_s + TERM_GRACE_S, grace_s=TERM_GRACE_S
     )

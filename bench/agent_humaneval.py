@@ -8,7 +8,8 @@ problem so that load drift hits them alike, share ONE llama-server that the benc
 argv users get, plus `--metrics`; in a home folder of its own, so no user's daemon is adopted or
 stopped) and stops at the end:
 - `fusion`: `fusion-tui run TASK --new --yes --workspace DIR --json` (`--fusion-cmd`: another
-  checkout's, to compare), the server given as an external one;
+  checkout's, to compare) in the server's home, adopting the running daemon as a user's command
+  does: one home for the run, as a user has one;
 - `single-shot`: one `/v1/chat/completions` request, temperature 0; its first python block is
   solution.py: the model's own ability, the floor an agent should beat;
 - `aider`: aider-chat 0.86.2 (bench venv `bench/.aider-venv`, built on first use), whole-file
@@ -143,8 +144,8 @@ def one(
     solution.write_text(original)
     before = counters(server.url)
     if client == "fusion":
-        ran = run_fusion(problem, ws, home, server.url, args.fusion_cmd, args.timeout_s,
-                         args.agent_test_cmd)  # fmt: skip
+        ran = run_fusion(problem, ws, args.server_home, args.model, args.fusion_cmd,
+                         args.timeout_s, args.agent_test_cmd)  # fmt: skip
     elif client == "single-shot":
         ran = run_single_shot(problem, ws, server.url, args.timeout_s)
     else:
@@ -198,7 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     started = datetime.datetime.now().astimezone()
     load_before = machine()
     tmp = Path(tempfile.mkdtemp(prefix="agent-humaneval-"))
-    paths = AppPaths.default({"FUSION_TUI_HOME": str(tmp / "server-home")})
+    args.server_home = tmp / "server-home"
+    paths = AppPaths.default({"FUSION_TUI_HOME": str(args.server_home)})
 
     def on_term(*_: object) -> None:  # never leave the server behind
         raise KeyboardInterrupt
