@@ -1,8 +1,9 @@
 """Provides `fusion-tui status [--json]`: what the managed server is doing (the `--json` fields
 are an interface: running, pid, url, model_path, model, parallel, ctx, n_ctx_slot, started_at,
-uptime_s, tok_s, probe_partial, repack_off, note, speculative, kv_estimate_bytes,
+uptime_s, tok_s, probe_partial, repack_off, note, speculative, threads, kv_estimate_bytes,
 kv_allocated_bytes, log_path, slots, health, endpoints; `speculative` is what runs and why:
-setting, choice, reason, args, and for `auto` the trial's figures)."""
+setting, choice, reason, args, and for `auto` the trial's figures; `threads` is how `threads:
+auto` chose `-t`, "" when it did not decide)."""
 
 from __future__ import annotations
 
@@ -52,6 +53,7 @@ async def status(args: argparse.Namespace, ctx: Context) -> int:
             repack_off=record.repack_off,
             note=record.note,
             speculative=record.speculative,
+            threads=record.threads,
             kv_estimate_bytes=record.kv_estimate_bytes,
             kv_allocated_bytes=record.kv_allocated_bytes,
             log_path=record.log_path,

@@ -1,14 +1,19 @@
-"""Threads of the managed launch: `auto` by machine size, an explicit number, the user's `-t`."""
+"""Threads of the managed launch: `auto` by machine size and how busy it is at launch, an explicit
+number, the user's `-t`."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import anyio
 import pytest
 
 from fusion_tui.config.loader import ConfigError, load_settings, settings_to_dict
 from fusion_tui.config.settings import ManagedSettings
-from fusion_tui.server.process.launch import LaunchSpec, auto_threads
+from fusion_tui.paths import AppPaths
+from fusion_tui.server.process import daemon as daemon_module
+from fusion_tui.server.process.daemon import ManagedDaemon
+from fusion_tui.server.process.launch import LaunchSpec, auto_threads, busy_between, cpu_times
 
 
 def threads_in(argv: list[str]) -> list[str]:
@@ -108,3 +113,74 @@ def test_config_show_prints_threads_auto(tmp_path: Path) -> None:
     path = write(tmp_path, "version: 3\n")
     shown = settings_to_dict(load_settings(path, env={}))
     assert shown["localModels"]["managed"]["threads"] == "auto"
+
+
+@pytest.mark.parametrize(
+    ("cores", "busy", "expected"),
+    [
+        (2, 0.1, 2),
+        (2, 0.49, 2),
+        (2, 0.5, 1),
+        (2, 1.3, 1),
+        (2, None, 1),
+        (4, 0.0, 4),
+        (8, 0.0, None),
+    ],
+)
+def test_auto_takes_every_core_of_a_small_machine_only_when_it_is_quiet(
+    cores: int, busy: float | None, expected: int | None
+) -> None:
+    assert auto_threads(cores, busy) == expected
+
+
+def test_busy_cores_come_from_two_samples_of_proc_stat() -> None:
+    before = cpu_times("cpu  100 0 100 700 100 0 0 0 0 0\ncpu0 1 2 3 4 5\n")
+    after = cpu_times("cpu  150 0 150 1000 100 0 0 0 0 0\n")
+    assert before == (200, 1000) and after == (300, 1400)
+    assert busy_between(before, after, 2) == pytest.approx(0.5)  # 100 busy of 400 ticks
+    assert busy_between(after, after, 2) is None
+    assert cpu_times("intr 1 2 3\n") is None
+
+
+@pytest.mark.parametrize(("busy", "threads", "said"), [
+    (0.1, 2, "-t 2 of 2 cores (0.1 of 2 cores busy at launch, a quiet machine)"),
+    (1.2, 1, "-t 1 of 2 cores (1.2 of 2 cores busy at launch)"),
+    (None, 1, "-t 1 of 2 cores (how busy the machine is could not be read)"),
+])  # fmt: skip
+def test_the_launch_decides_auto_threads_by_how_busy_the_machine_is(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    busy: float | None,
+    threads: int,
+    said: str,
+) -> None:
+    async def measured(_self: object, _cores: int) -> float | None:
+        return busy
+
+    monkeypatch.setattr(ManagedDaemon, "_busy_cores", measured)
+    monkeypatch.setattr(daemon_module, "usable_cores", lambda: 2)
+    monkeypatch.delenv("LLAMA_ARG_THREADS", raising=False)
+    daemon = ManagedDaemon(AppPaths.default(env={"FUSION_TUI_HOME": str(tmp_path)}))
+    heard: list[str] = []
+    spec, note = anyio.run(
+        daemon.resolve_threads, LaunchSpec(model=tmp_path / "m.gguf"), heard.append
+    )
+    assert (spec.threads, note) == (threads, said)
+    assert heard == [f"threads: {said}"]
+    assert threads_in(spec.argv("llama-server", 1, cores=2, environ={})) == [str(threads)]
+
+
+def test_a_threads_setting_of_the_users_is_left_to_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def never(_self: object, _cores: int) -> float | None:
+        raise AssertionError("measured although the user set the threads")
+
+    monkeypatch.setattr(ManagedDaemon, "_busy_cores", never)
+    monkeypatch.setattr(daemon_module, "usable_cores", lambda: 2)
+    daemon = ManagedDaemon(AppPaths.default(env={"FUSION_TUI_HOME": str(tmp_path)}))
+    for spec in (
+        LaunchSpec(model=tmp_path / "m.gguf", threads=1),
+        LaunchSpec(model=tmp_path / "m.gguf", extra_args=("-t", "2")),
+    ):
+        assert anyio.run(daemon.resolve_threads, spec, print) == (spec, "")

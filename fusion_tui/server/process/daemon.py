@@ -35,7 +35,16 @@ from fusion_tui.server.process import crash
 from fusion_tui.server.process.binary import find_llama_server
 from fusion_tui.server.process.child import HOST, BindFailed, ChildWatch, StatusCallback
 from fusion_tui.server.process.cpu_quirks import REPACK_OFF_ARG, CpuQuirks, has_repack_off, read_cpu
-from fusion_tui.server.process.launch import LaunchSpec, LaunchSpecError, usable_cores
+from fusion_tui.server.process.launch import (
+    QUIET_BUSY_CORES,
+    SMALL_MACHINE,
+    LaunchSpec,
+    LaunchSpecError,
+    auto_threads,
+    busy_between,
+    cpu_times,
+    usable_cores,
+)
 from fusion_tui.server.process.pids import is_ours, owner_alive, start_time
 from fusion_tui.server.process.probe import (
     ProbeResult,
@@ -62,6 +71,9 @@ from fusion_tui.server.process.speculative import (
 from fusion_tui.server.process.start_lock import start_lock
 
 MAX_BIND_ATTEMPTS = 3
+BUSY_SAMPLE_S = 0.3
+"""How long `threads: auto` watches the machine before a launch: long enough for the kernel's
+tick counts to mean something, short beside the model's load."""
 PROBE_BOUND_S = 30.0
 """The start-up probe stops here and reports the rate measured so far."""
 RETRY_SAYING = (
@@ -368,12 +380,14 @@ class ManagedDaemon:
         first_port: int | None = None,
     ) -> LaunchRecord:
         """Spawn and wait; a port taken between our check and the server's bind gets a retry."""
+        spec, threads = await self.resolve_threads(spec, say)
         spec, decision = await self.resolve_speculative(spec, binary, say)
         for attempt in range(MAX_BIND_ATTEMPTS):
             port = first_port if attempt == 0 and first_port else free_port()
             say(f"starting llama-server on port {port}")
             record = self.child.spawn(spec, binary, port, fit, kv_estimate_bytes, owner)
             record.speculative = decision.to_json()
+            record.threads = threads
             self.files.write(record)
             try:
                 await self.child.wait_started(record, say)
@@ -387,6 +401,42 @@ class ManagedDaemon:
             kind="bind",
             log_path=str(self.log_path),
         )
+
+    async def resolve_threads(
+        self, spec: LaunchSpec, say: StatusCallback
+    ) -> tuple[LaunchSpec, str]:
+        """`spec` with `threads: auto` made a number on a small machine, by how busy the rest of
+        the machine is now (`launch.auto_threads`), and the sentence that says why ("" when
+        auto does not decide). The speculative trial then measures with the same threads."""
+        cores = usable_cores()
+        if not spec.auto_threads_apply() or cores > SMALL_MACHINE:
+            return spec, ""
+        busy = await self._busy_cores(cores)
+        n = auto_threads(cores, busy)
+        assert n is not None
+        if busy is None:
+            why = "how busy the machine is could not be read"
+        else:
+            quiet = busy < QUIET_BUSY_CORES
+            why = f"{busy:.1f} of {cores} cores busy at launch" + (
+                ", a quiet machine" if quiet else ""
+            )
+        note = f"-t {n} of {cores} cores ({why})"
+        say(f"threads: {note}")
+        return replace(spec, threads=n), note
+
+    async def _busy_cores(self, cores: int) -> float | None:
+        """Cores the rest of the machine keeps busy, over `BUSY_SAMPLE_S` (this process sleeps
+        meanwhile, so it is not counted)."""
+        try:
+            before = cpu_times(Path("/proc/stat").read_text())
+            await self._sleep(BUSY_SAMPLE_S)
+            after = cpu_times(Path("/proc/stat").read_text())
+        except OSError:
+            return None
+        if before is None or after is None:
+            return None
+        return busy_between(before, after, cores)
 
     async def resolve_speculative(
         self, spec: LaunchSpec, binary: Path, say: StatusCallback

@@ -14,11 +14,14 @@ length. That is acceptable, and bounded anyway: the daemon rotates the log at ea
 `ManagedDaemon.trim_log` empties it in place (the server appends with O_APPEND) past a size cap.
 
 Threads: `threads=None` is `auto` (`auto_threads`): on a machine of at most `SMALL_MACHINE` cores
-the server gets one thread fewer than the cores it may run on, else llama.cpp's own default.
-Measured by bench/threads.py on 2 cores (docs/benchmarks.md, Threads): when another process takes a
-core, ggml's two worker threads wait for each other at every barrier of every op (this OpenMP
-build ignores `--poll`), and decode falls from tens of tok/s to under one, while one thread keeps
-going. A `-t` or `--threads` in `extra_args`, or `LLAMA_ARG_THREADS` in the environment, wins.
+the server gets every core it may run on when the rest of the machine is quiet at launch (other
+processes keep less than `QUIET_BUSY_CORES` of a core busy, sampled from /proc/stat by the
+daemon), else one thread fewer; on bigger machines llama.cpp's own default. Measured by
+bench/threads.py on 2 cores (docs/threads.md): on a quiet machine two threads decode 1.5x and read
+prompts 1.9x faster than one; when another process takes a core, ggml's two worker threads wait
+for each other at every barrier of every op (this OpenMP build ignores `--poll`), and decode
+falls to half or far less, while one thread keeps going. A `-t` or `--threads` in `extra_args`, or
+`LLAMA_ARG_THREADS` in the environment, wins.
 """
 
 from __future__ import annotations
@@ -45,7 +48,10 @@ THREAD_FLAGS = frozenset({"-t", "--threads"})
 IDLE_SLOT_FLAGS = frozenset({"--cache-idle-slots", "--no-cache-idle-slots"})
 """Who copies idle slots to the RAM prompt cache: ours is off (`argv`) unless extraArgs say."""
 SMALL_MACHINE = 4
-"""Up to this many usable cores, auto threads leave one core to the rest of the machine."""
+"""Up to this many usable cores, auto threads leave one core to the rest of the machine unless
+the machine is quiet at launch."""
+QUIET_BUSY_CORES = 0.5
+"""Other processes keeping less than this much of a core busy at launch: a quiet machine."""
 RPC_RE = re.compile(r"^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.-]*):([0-9]{1,5})$")
 """Flags the daemon must own: the model it records, the loopback address and the free port."""
 
@@ -58,11 +64,38 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def auto_threads(cores: int) -> int | None:
-    """`-t` for `threads: auto` on a machine of `cores`: None leaves llama.cpp's default."""
-    if cores <= SMALL_MACHINE:
-        return max(1, cores - 1)
+def auto_threads(cores: int, busy_cores: float | None = None) -> int | None:
+    """`-t` for `threads: auto` on a machine of `cores` whose other processes keep `busy_cores`
+    busy (None: not measured, taken as busy): None leaves llama.cpp's default."""
+    if cores > SMALL_MACHINE:
+        return None
+    if busy_cores is not None and busy_cores < QUIET_BUSY_CORES:
+        return cores
+    return max(1, cores - 1)
+
+
+def cpu_times(stat: str) -> tuple[int, int] | None:
+    """(busy, total) jiffies of all CPUs from the text of /proc/stat; None when unreadable."""
+    for line in stat.splitlines():
+        fields = line.split()
+        if fields and fields[0] == "cpu":
+            try:
+                values = [int(v) for v in fields[1:9]]
+            except ValueError:
+                return None
+            if len(values) < 5:
+                return None
+            idle = values[3] + values[4]  # idle + iowait
+            return sum(values) - idle, sum(values)
     return None
+
+
+def busy_between(before: tuple[int, int], after: tuple[int, int], cores: int) -> float | None:
+    """Cores kept busy between two `cpu_times` samples."""
+    total = after[1] - before[1]
+    if total <= 0:
+        return None
+    return max(0.0, (after[0] - before[0]) / total * cores)
 
 
 class LaunchSpecError(ValueError):
@@ -145,6 +178,13 @@ class LaunchSpec:
     def effective_flash_attn(self) -> str:
         """A quantised V cache forces `-fa on` (auto would too, but say it explicitly)."""
         return "on" if self.cache_type_v not in UNQUANTISED else self.flash_attn
+
+    def auto_threads_apply(self, environ: Mapping[str, str] | None = None) -> bool:
+        """Whether `threads: auto` decides `-t` (no explicit `threads`, no `-t` of the user's in
+        `extra_args` or `LLAMA_ARG_THREADS`)."""
+        environ = os.environ if environ is None else environ
+        user = THREAD_FLAGS & set(self.extra_args) or environ.get("LLAMA_ARG_THREADS")
+        return self.threads is None and not user
 
     def thread_args(
         self, cores: int | None = None, environ: Mapping[str, str] | None = None

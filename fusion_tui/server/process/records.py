@@ -76,6 +76,8 @@ class LaunchRecord:
     """Said on the ready line and by `status`, e.g. "repacking off: this CPU traps on AMX"."""
     speculative: dict[str, Any] | None = None
     """What speculative decoding runs and why (`speculative.SpecDecision.to_json`)."""
+    threads: str = ""
+    """How `threads: auto` chose `-t`, and why ("-t 2: the machine was quiet at launch ...")."""
     version: int = RECORD_VERSION
 
     @property
@@ -114,6 +116,7 @@ class LaunchRecord:
                 speculative=(
                     data.get("speculative") if isinstance(data.get("speculative"), dict) else None
                 ),
+                threads=str(data.get("threads") or ""),
                 version=int(data.get("version", RECORD_VERSION)),
             )
         except (KeyError, TypeError, ValueError):
