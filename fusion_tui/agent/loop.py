@@ -532,7 +532,7 @@ class _Run:
         if self.found_tests:
             found = await self.run_own("run_tests", self.found_tests, self.cfg.test_timeout_s,
                                      lambda exit, _out: tests_failed(exit))  # fmt: skip
-            if found is None or found.ok:
+            if found is None:
                 return None
             return test_feedback(found.command, found.exit, found.tail, rounds_left)
         paths = with_examples(self.changed, self.files)
@@ -540,7 +540,7 @@ class _Run:
             return None
         run = await self.run_own("run_examples", examples_command(paths), EXAMPLES_TIMEOUT_S,
                                  examples_failed)  # fmt: skip
-        if run is None or run.ok:
+        if run is None:
             return None
         return examples_feedback(run.command, run.exit, run.tail, rounds_left)
 
@@ -556,8 +556,10 @@ class _Run:
     async def run_own(
         self, tool: str, command: str, timeout_s: float, failed: Callable[[int | None, str], bool]
     ) -> TestRan | None:
-        """A check the agent found for itself, run as the user allows any command (None: not
-        allowed); `failed` tells a verdict on the code from a run that says nothing of it."""
+        """A check the agent found for itself, run as the user allows any command. The failed
+        run, when `failed` finds in it a verdict against the code; None when it passed, was not
+        allowed, or says nothing of the code (a file that cannot be imported, no test found):
+        such a run is shown as it ended but neither handed back nor held against the task."""
         request = ApprovalRequest(
             "shell", tool, command, detail=command, prefix=command_prefix(command, 3)
         )
@@ -565,12 +567,13 @@ class _Run:
             return None
         t0 = self.clock.now()
         done = await execute(self.ctx, command, timeout_s)
-        bad = failed(done.exit, done.output)
-        run = TestRan(self.step, command, not bad, done.exit, tail(done.output),
+        run = TestRan(self.step, command, done.ok, done.exit, tail(done.output),
                       self.rounds + 1, (self.clock.now() - t0) * 1000)  # fmt: skip
-        self.last_test = run
         self.emit(run)
-        return run
+        bad = failed(done.exit, done.output)
+        if done.ok or bad:  # a verdict on the code, either way
+            self.last_test = run
+        return run if bad else None
 
     async def run_tests(self, round_: int) -> TestRan:
         """Run the task's test command once (round 0: before any change)."""

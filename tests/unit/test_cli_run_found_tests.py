@@ -189,3 +189,17 @@ def test_without_pytest_the_tests_run_with_unittest(
         (False, "python3 -m unittest calc_test.py"),
         (True, "python3 -m unittest calc_test.py"),
     ]
+
+
+def test_examples_that_cannot_be_imported_are_shown_but_not_held_against_the_code(
+    cli_server: FakeLlamaServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ws = workspace(tmp_path, {"calc.py": "import no_such_package_here\n\n" + STUB})
+    cli_server.script(edit("calc.py", "import no_such_package_here\n\n" + RIGHT))
+    code, out, err = call_cli(
+        capsys, "run", "implement double in calc.py", "--workspace", str(ws), "--yes", "--json"
+    )
+    assert code == 0, err
+    assert [(t["ok"], t["exit"]) for t in runs_of(out)] == [(False, 1)]  # shown as it ended
+    assert json_lines(out)[-1]["outcome"] == "completed"
+    assert len(cli_server.completions()) == 1  # nothing handed back
