@@ -10,17 +10,21 @@ says whether the tests passed.
 Without a test command the agent finds its own (`agent.findTests`), as a careful programmer
 would before calling the work done: the Python test files shown with the task (`test_*.py`,
 `*_test.py`, under `tests/`), run with pytest when the workspace's `python3` has it, else with
-unittest; failing that, the examples in the docstrings of the Python files it wrote
-(`python3 -m doctest FILE`), the specification the user wrote down. A small model shown the test
-or the example its code gets wrong fixes it far more often than one left to judge its own code.
-Only failed examples (or a run past its time) are handed back: a file that cannot even be
-imported there (a package the project's interpreter lacks) says nothing about the code.
+unittest; failing that, the examples in the docstrings of the Python files it wrote (doctest's,
+and lines such as `f(2) == 4` or `f(2) ➞ 4`: `example_runner.py`), the specification the user
+wrote down. A small model shown the test or the example its code gets wrong fixes it far more
+often than one left to judge its own code. Only failed examples (or a run past its time) are
+handed back: a file that cannot even be imported there (a package the project's interpreter
+lacks) says nothing about the code.
 """
 
 from __future__ import annotations
 
 import re
 import shlex
+from pathlib import Path
+
+from fusion_tui.agent.example_runner import STATED
 
 TAIL_LINES = 60
 """Lines of the test output the model is shown (the end of a failing run says most)."""
@@ -44,13 +48,20 @@ def syntax_problem(path: str, text: str) -> str | None:
 
 
 _EXAMPLE = re.compile(r"^[ \t]*>>> \S", re.M)
+EXAMPLE_RUNNER = Path(__file__).with_name("example_runner.py")
+"""Run as a script by the workspace's `python3`: it imports nothing of fusion-tui."""
 EXAMPLES_TIMEOUT_S = 30.0
 """Examples take milliseconds; a run this long is code that loops."""
 
 
 def with_examples(paths: list[str], files: dict[str, str]) -> list[str]:
-    """The Python files among `paths` whose text holds doctest examples (`>>> ` lines)."""
-    return [p for p in paths if p.endswith(".py") and _EXAMPLE.search(files.get(p, ""))]
+    """The Python files among `paths` whose text may hold docstring examples (`>>> ` lines, or
+    lines that state a call's value); the runner itself decides what is one."""
+
+    def has_examples(text: str) -> bool:
+        return bool(_EXAMPLE.search(text)) or any(map(STATED.match, text.split("\n")))
+
+    return [p for p in paths if p.endswith(".py") and has_examples(files.get(p, ""))]
 
 
 def is_test_file(path: str) -> bool:
@@ -75,13 +86,13 @@ def tests_failed(exit: int | None) -> bool:
 
 def examples_command(paths: list[str]) -> str:
     """The command that runs the examples of `paths` (the workspace's own `python3`)."""
-    return "python3 -m doctest -o NORMALIZE_WHITESPACE " + " ".join(map(shlex.quote, paths))
+    return f"python3 {shlex.quote(str(EXAMPLE_RUNNER))} " + " ".join(map(shlex.quote, paths))
 
 
 def examples_failed(exit: int | None, output: str) -> bool:
-    """Whether a doctest run found a wrong example (or ran past its time), as opposed to a
-    file that could not be imported at all."""
-    return exit is None or (exit != 0 and "Failed example:" in output)
+    """Whether the run found a wrong example (or ran past its time), as opposed to a file that
+    could not be imported at all (exit 2)."""
+    return exit is None or (exit == 1 and "Failed example:" in output)
 
 
 def examples_feedback(command: str, exit: int | None, output_tail: str, rounds_left: int) -> str:

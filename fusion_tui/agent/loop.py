@@ -560,8 +560,9 @@ class _Run:
         run, when `failed` finds in it a verdict against the code; None when it passed, was not
         allowed, or says nothing of the code (a file that cannot be imported, no test found):
         such a run is shown as it ended but neither handed back nor held against the task."""
+        words = 2 if tool == "run_examples" else 3  # python3 RUNNER; python3 -m pytest
         request = ApprovalRequest(
-            "shell", tool, command, detail=command, prefix=command_prefix(command, 3)
+            "shell", tool, command, detail=command, prefix=command_prefix(command, words)
         )
         if not await self.ctx.gate.check(request):
             return None

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from fusion_tui.agent.approval import Decision
-from fusion_tui.agent.checks import examples_failed, with_examples
+from fusion_tui.agent.checks import EXAMPLE_RUNNER, examples_failed, with_examples
 from fusion_tui.agent.events import TestRan as Ran
 from fusion_tui.agent.loop import run_task
 from fusion_tui.paths import AppPaths
@@ -52,7 +52,7 @@ def test_a_wrong_example_goes_back_and_the_fix_completes(
     assert code == 0, err
     runs = runs_of(out)
     assert [(t["ok"], t["round"]) for t in runs] == [(False, 1), (True, 2)]
-    assert str(runs[0]["command"]).startswith("python3 -m doctest")
+    assert runs[0]["command"] == f"python3 {EXAMPLE_RUNNER} calc.py"
     assert json_lines(out)[-1]["outcome"] == "completed"
     assert (ws / "calc.py").read_text() == RIGHT
     told = str(cli_server.completions()[1].body["prompt"]).rsplit("<|im_start|>user", 1)[-1]
@@ -102,20 +102,21 @@ async def test_the_user_is_asked_before_the_examples_run_and_a_no_runs_nothing(
         ("write", "write_file"),
         ("shell", "run_examples"),
     ]
-    assert approver.asked[1].prefix == "python3 -m doctest"  # "always" grants no other python3 -m
+    assert approver.asked[1].prefix == f"python3 {EXAMPLE_RUNNER}"  # "always": only the runner
     assert not any(isinstance(e, Ran) for e in events)
     assert res.outcome == "completed"
 
 
 def test_only_python_files_with_examples_are_run() -> None:
-    files = {"a.py": STUB, "b.py": "x = 1\n", "c.md": ">>> 1\n1\n", "d.py": "# >>> not one\n"}
-    assert with_examples(["a.py", "b.py", "c.md", "d.py"], files) == ["a.py"]
+    files = {"a.py": STUB, "b.py": "x = 1\n", "c.md": ">>> 1\n1\n", "d.py": "# >>> not one\n",
+             "e.py": '"""\n    f(2) == 4\n"""\n'}  # fmt: skip
+    assert with_examples(["a.py", "b.py", "c.md", "d.py", "e.py"], files) == ["a.py", "e.py"]
 
 
 def test_a_file_that_cannot_be_imported_is_no_failed_example() -> None:
     assert examples_failed(1, "Failed example:\n    double(3)")
     assert examples_failed(None, "")  # ran past its time: code that loops
-    assert not examples_failed(1, "ModuleNotFoundError: No module named 'numpy'")
+    assert not examples_failed(2, "ModuleNotFoundError: No module named 'numpy'")
     assert not examples_failed(0, "")
 
 
@@ -200,6 +201,6 @@ def test_examples_that_cannot_be_imported_are_shown_but_not_held_against_the_cod
         capsys, "run", "implement double in calc.py", "--workspace", str(ws), "--yes", "--json"
     )
     assert code == 0, err
-    assert [(t["ok"], t["exit"]) for t in runs_of(out)] == [(False, 1)]  # shown as it ended
+    assert [(t["ok"], t["exit"]) for t in runs_of(out)] == [(False, 2)]  # shown as it ended
     assert json_lines(out)[-1]["outcome"] == "completed"
     assert len(cli_server.completions()) == 1  # nothing handed back

@@ -1,0 +1,73 @@
+"""The docstring examples the agent runs when no test is given (`agent/example_runner.py`), run
+as the agent runs them: the file as a script of the workspace's `python3`, on files written here."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from fusion_tui.agent.checks import EXAMPLE_RUNNER
+
+STATED = '''def fly(q, w):
+    """Whether q flies.
+
+    Example:
+    fly([1, 2], 5) ➞ False
+    fly([3], 5) ==> True
+    fly([3, 2, 3], 9) == True
+    fly(a, b) => True
+    For fly([1], 1) -> the answer depends.
+    """
+    return sum(q) <= w and q == q[::-1]
+
+
+def avg(xs):
+    """avg([1, 2]) == 1.5000000001"""
+    return sum(xs) / len(xs)
+'''
+
+
+def run(tmp_path: Path, text: str, name: str = "mod.py") -> subprocess.CompletedProcess[str]:
+    (tmp_path / name).write_text(text)
+    return subprocess.run(
+        ["python3", str(EXAMPLE_RUNNER), name], cwd=tmp_path, capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+
+
+def test_stated_examples_that_hold_pass_and_loose_lines_are_passed_over(tmp_path: Path) -> None:
+    done = run(tmp_path, STATED)
+    assert (done.returncode, done.stdout) == (0, ""), done.stderr
+
+
+def test_a_stated_example_the_code_gets_wrong_is_shown_as_doctest_shows_one(
+    tmp_path: Path,
+) -> None:
+    done = run(tmp_path, STATED.replace("q == q[::-1]", "len(q) > 1"))
+    assert done.returncode == 1
+    assert "Failed example:\n    fly([3], 5)\nExpected:\n    True\nGot:\n    False" in done.stdout
+    assert "***Test Failed*** 2 failures." in done.stdout  # fly([1, 2], 5) too
+
+
+def test_an_example_whose_call_raises_shows_the_error(tmp_path: Path) -> None:
+    done = run(tmp_path, STATED.replace("return sum(xs) / len(xs)", "return xs[5]"))
+    assert done.returncode == 1
+    assert "avg([1, 2])" in done.stdout and "IndexError: list index out of range" in done.stdout
+
+
+def test_doctest_examples_run_as_doctest_runs_them(tmp_path: Path) -> None:
+    text = 'def double(n):\n    """\n    >>> double(3)\n    6\n    >>> [double(1),\n    ...  2]\n    [2, 2]\n    """\n    return n * 2\n'  # noqa: E501
+    assert run(tmp_path, text).returncode == 0
+    wrong = run(tmp_path, text.replace("n * 2", "n + 2"))
+    assert wrong.returncode == 1 and "Failed example:" in wrong.stdout
+
+
+def test_a_file_that_cannot_be_imported_gives_no_verdict(tmp_path: Path) -> None:
+    done = run(tmp_path, "import no_such_package_here\n\n" + STATED)
+    assert done.returncode == 2
+    assert "Failed example" not in done.stdout and "no_such_package_here" in done.stderr
+
+
+def test_a_main_block_does_not_run(tmp_path: Path) -> None:
+    done = run(tmp_path, STATED + '\nif __name__ == "__main__":\n    input()\n')
+    assert done.returncode == 0, done.stderr
