@@ -89,6 +89,16 @@ def examples_command(paths: list[str]) -> str:
     return f"python3 {shlex.quote(str(EXAMPLE_RUNNER))} " + " ".join(map(shlex.quote, paths))
 
 
+def check_label(command: str) -> str:
+    """How a check's command is named on screen: the example runner by what it checks, since its
+    install path alone would fill an 80-column line. The approval prompt and `--json` keep the
+    command as it runs."""
+    runner = f"python3 {shlex.quote(str(EXAMPLE_RUNNER))} "
+    if command.startswith(runner):
+        return "docstring examples of " + command[len(runner) :]
+    return command
+
+
 def examples_failed(exit: int | None, output: str) -> bool:
     """Whether the run found a wrong example (or ran past its time), as opposed to a file that
     could not be imported at all (exit 2)."""

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from fusion_tui.agent.approval import Approver, DenyAll
+from fusion_tui.agent.checks import check_label
 from fusion_tui.agent.deadline import CancelToken
 from fusion_tui.agent.endpoint_run import place_run
 from fusion_tui.agent.events import (
@@ -118,7 +119,7 @@ def test_block(event: TestRan) -> ToolBlock:
         verdict = "timed out" if event.exit is None else f"failed (exit {event.exit})"
     when = "before edits" if event.round == 0 else f"round {event.round}"
     return ToolBlock(
-        "tests", {"command": event.command}, event.tail, event.ok, event.duration_ms,
+        "tests", {"command": check_label(event.command)}, event.tail, event.ok, event.duration_ms,
         note=f"{verdict} · {when}",
     )  # fmt: skip
 

@@ -11,6 +11,7 @@ import json
 import sys
 from typing import Any, TextIO
 
+from fusion_tui.agent.checks import check_label
 from fusion_tui.agent.events import (
     AgentEvent,
     Compacted,
@@ -154,8 +155,8 @@ def describe(event: AgentEvent) -> str:
         )
     if isinstance(event, TestRan):
         if event.ok:
-            return f"  tests passed: {event.command}"
+            return f"  tests passed: {check_label(event.command)}"
         how = "timed out" if event.exit is None else f"failed (exit code {event.exit})"
         last = event.tail.strip().split("\n")[-1] if event.tail.strip() else ""
-        return f"  tests {how}: {event.command}" + (f"\n    {last}" if last else "")
+        return f"  tests {how}: {check_label(event.command)}" + (f"\n    {last}" if last else "")
     return ""

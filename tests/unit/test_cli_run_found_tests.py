@@ -11,7 +11,13 @@ from typing import Any
 import pytest
 
 from fusion_tui.agent.approval import Decision
-from fusion_tui.agent.checks import EXAMPLE_RUNNER, examples_failed, with_examples
+from fusion_tui.agent.checks import (
+    EXAMPLE_RUNNER,
+    check_label,
+    examples_command,
+    examples_failed,
+    with_examples,
+)
 from fusion_tui.agent.events import TestRan as Ran
 from fusion_tui.agent.loop import run_task
 from fusion_tui.paths import AppPaths
@@ -111,6 +117,13 @@ def test_only_python_files_with_examples_are_run() -> None:
     files = {"a.py": STUB, "b.py": "x = 1\n", "c.md": ">>> 1\n1\n", "d.py": "# >>> not one\n",
              "e.py": '"""\n    f(2) == 4\n"""\n'}  # fmt: skip
     assert with_examples(["a.py", "b.py", "c.md", "d.py", "e.py"], files) == ["a.py", "e.py"]
+
+
+def test_the_example_runner_is_shown_by_what_it_checks_not_by_its_path() -> None:
+    assert check_label(examples_command(["a.py", "b c.py"])) == (
+        "docstring examples of a.py 'b c.py'"
+    )
+    assert check_label("python3 -m pytest -q") == "python3 -m pytest -q"
 
 
 def test_a_file_that_cannot_be_imported_is_no_failed_example() -> None:
