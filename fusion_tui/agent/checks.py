@@ -64,6 +64,32 @@ def with_examples(paths: list[str], files: dict[str, str]) -> list[str]:
     return [p for p in paths if p.endswith(".py") and has_examples(files.get(p, ""))]
 
 
+def example_lines(text: str) -> list[str]:
+    """The lines that make a file's examples, stripped, in file order: each `>>> ` line with the
+    line after it (its expected value), and each line that states a call's value."""
+    lines = [line.strip() for line in text.split("\n")]
+    found: list[str] = []
+    for i, line in enumerate(lines):
+        if line.startswith(">>> "):
+            found.append(line)
+            if i + 1 < len(lines) and lines[i + 1] and not lines[i + 1].startswith(">>>"):
+                found.append(lines[i + 1])
+        elif STATED.match(line):
+            found.append(line)
+    return found
+
+
+def dropped_examples(old: str, new: str) -> list[str]:
+    """The example lines of `old` that `new` no longer holds while keeping others. When the
+    examples are the task's checks, such a change is refused: the 1.5B, told an example failed,
+    deleted it from the docstring and kept its wrong code. A rewrite without the docstring at
+    all drops no example on purpose (the model often gives just the code) and is let through."""
+    kept = set(example_lines(new))
+    if not kept:
+        return []
+    return [line for line in example_lines(old) if line not in kept]
+
+
 def is_test_file(path: str) -> bool:
     """A Python file of tests, by the names pytest and unittest users give them."""
     name = path.rsplit("/", 1)[-1]

@@ -34,6 +34,7 @@ from fusion_tui.agent.chat_files import (
 )
 from fusion_tui.agent.checks import (
     EXAMPLES_TIMEOUT_S,
+    dropped_examples,
     examples_command,
     examples_failed,
     examples_feedback,
@@ -425,6 +426,13 @@ class _Run:
             )
             return None
         old = self.old_text(done.path)
+        dropped = dropped_examples(old or "", done.content) if self.examples_judge() else []
+        if dropped:
+            notes.append(
+                f"Not written: {done.path} would lose its docstring example `{dropped[0]}`; the "
+                "examples are the task's checks, so keep every one as it is and fix the code."
+            )
+            return None
         if old == done.content:
             digest = hashlib.sha256(done.content.encode()).hexdigest()[:16]
             key = {"path": done.path, "content_sha256": digest}
@@ -464,6 +472,11 @@ class _Run:
         if not (self.cfg.test_cmd or self.found_tests) or path not in self.known:
             return False
         return is_test_file(path) and path not in named_in(self.task, sorted(self.known))
+
+    def examples_judge(self) -> bool:
+        """Whether the docstring examples are this task's checks: no test command given or
+        found, and `agent.findTests` on."""
+        return self.cfg.find_tests and not (self.cfg.test_cmd or self.found_tests)
 
     def blocked(self, tool: str, args: dict[str, Any], verdict: str) -> None:
         msg = self.guard.corrective(tool, args)

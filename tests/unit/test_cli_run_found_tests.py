@@ -14,6 +14,7 @@ from fusion_tui.agent.approval import Decision
 from fusion_tui.agent.checks import (
     EXAMPLE_RUNNER,
     check_label,
+    dropped_examples,
     examples_command,
     examples_failed,
     with_examples,
@@ -64,6 +65,31 @@ def test_a_wrong_example_goes_back_and_the_fix_completes(
     told = str(cli_server.completions()[1].body["prompt"]).rsplit("<|im_start|>user", 1)[-1]
     assert "The examples in the docstrings do not hold" in told
     assert "Failed example:" in told and "double(3)" in told
+
+
+def test_a_change_that_drops_a_failing_example_is_refused(
+    cli_server: FakeLlamaServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    two = STUB.replace("    6\n", "    6\n    >>> double(0)\n    0\n")
+    ws = workspace(tmp_path, {"calc.py": two})
+    wrong = two.replace("raise NotImplementedError", "return n + 3")
+    cheat = wrong.replace("    >>> double(3)\n    6\n", "")
+    right = two.replace("raise NotImplementedError", "return n * 2")
+    cli_server.script(edit("calc.py", wrong), edit("calc.py", cheat), edit("calc.py", right))
+    code, _out, err = call_cli(
+        capsys, "run", "implement double in calc.py", "--workspace", str(ws), "--yes", "--json"
+    )
+    assert code == 0, err
+    assert (ws / "calc.py").read_text() == right
+    told = str(cli_server.completions()[2].body["prompt"]).rsplit("<|im_start|>user", 1)[-1]
+    assert "calc.py would lose its docstring example `>>> double(3)`" in told
+    assert "the examples are the task's checks" in told
+
+
+def test_a_rewrite_without_the_docstring_drops_no_example() -> None:
+    assert dropped_examples(STUB, "def double(n):\n    return n * 2\n") == []
+    assert dropped_examples(STUB, RIGHT) == []
+    assert dropped_examples("x = 1\n", "y = 2\n") == []
 
 
 def test_examples_that_still_fail_end_tests_failed(
