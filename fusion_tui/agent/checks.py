@@ -90,6 +90,21 @@ def dropped_examples(old: str, new: str) -> list[str]:
     return [line for line in example_lines(old) if line not in kept]
 
 
+_CHANGE_TESTS = re.compile(
+    r"\b(?:add|write|update|extend|change|edit|fix|rewrite|rename|remove|delete)\s+"
+    r"(?:(?:a|an|the|more|new|some|unit|failing|its|my|our)\s+)*"
+    r"(?:tests?\b|[\w/.-]*test[\w/.-]*\.py)",
+    re.I,
+)
+
+
+def asks_to_change_tests(task: str) -> bool:
+    """Whether the task asks for its tests to change ("add a test to test_calc.py", "fix
+    test_io.py"), as opposed to naming them as the judge ("the tests are in acronym_test.py",
+    "fix calc.py so the tests pass"): the 1.5B, given the second, rewrote the test file."""
+    return bool(_CHANGE_TESTS.search(task))
+
+
 def is_test_file(path: str) -> bool:
     """A Python file of tests, by the names pytest and unittest users give them."""
     name = path.rsplit("/", 1)[-1]

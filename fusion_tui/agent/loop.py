@@ -34,6 +34,7 @@ from fusion_tui.agent.chat_files import (
 )
 from fusion_tui.agent.checks import (
     EXAMPLES_TIMEOUT_S,
+    asks_to_change_tests,
     dropped_examples,
     examples_command,
     examples_failed,
@@ -467,11 +468,15 @@ class _Run:
 
     def guards_tests(self, path: str) -> bool:
         """Whether a write to `path` is refused: with a test command, an existing test file
-        (`test_*.py`, `*_test.py`, or under a `tests/` folder) the task does not name. A small
-        model told its tests fail will otherwise delete the failing assertions."""
+        (`test_*.py`, `*_test.py`, or under a `tests/` folder), unless the task names it and
+        asks for tests to change. A small model told its tests fail will otherwise delete the
+        failing assertions."""
         if not (self.cfg.test_cmd or self.found_tests) or path not in self.known:
             return False
-        return is_test_file(path) and path not in named_in(self.task, sorted(self.known))
+        if not is_test_file(path):
+            return False
+        named = path in named_in(self.task, sorted(self.known))
+        return not (named and asks_to_change_tests(self.task))
 
     def examples_judge(self) -> bool:
         """Whether the docstring examples are this task's checks: no test command given or

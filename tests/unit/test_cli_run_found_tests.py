@@ -13,6 +13,7 @@ import pytest
 from fusion_tui.agent.approval import Decision
 from fusion_tui.agent.checks import (
     EXAMPLE_RUNNER,
+    asks_to_change_tests,
     check_label,
     dropped_examples,
     examples_command,
@@ -84,6 +85,39 @@ def test_a_change_that_drops_a_failing_example_is_refused(
     told = str(cli_server.completions()[2].body["prompt"]).rsplit("<|im_start|>user", 1)[-1]
     assert "calc.py would lose its docstring example `>>> double(3)`" in told
     assert "the examples are the task's checks" in told
+
+
+@pytest.mark.parametrize(
+    ("task", "asks"),
+    [
+        ("implement abbreviate in acronym.py; the tests are in acronym_test.py", False),
+        ("fix calc.py so the tests pass", False),
+        ("make test_calc.py pass", False),
+        ("add a test to test_calc.py for zero", True),
+        ("fix test_io.py: it imports the wrong module", True),
+        ("write unit tests for calc.py in test_calc.py", True),
+    ],
+)
+def test_a_task_that_names_its_tests_as_the_judge_does_not_ask_to_change_them(
+    task: str, asks: bool
+) -> None:
+    assert asks_to_change_tests(task) is asks
+
+
+def test_the_test_file_a_task_names_as_its_judge_is_not_the_agents_to_change(
+    cli_server: FakeLlamaServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    check = "import unittest\nfrom calc import double\n"
+    ws = workspace(tmp_path, {"calc.py": STUB, "calc_test.py": check})
+    cli_server.script(edit("calc_test.py", "pass\n"), edit("calc.py", RIGHT))
+    code, _out, err = call_cli(
+        capsys, "run", "implement double in calc.py; the tests are in calc_test.py",
+        "--workspace", str(ws), "--yes", "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    assert (ws / "calc_test.py").read_text() == check
+    told = str(cli_server.completions()[1].body["prompt"]).rsplit("<|im_start|>user", 1)[-1]
+    assert "Not written: calc_test.py holds tests" in told
 
 
 def test_a_rewrite_without_the_docstring_drops_no_example() -> None:
