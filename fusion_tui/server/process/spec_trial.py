@@ -164,8 +164,8 @@ async def run_trial(
                         stdin=subprocess.DEVNULL,
                         stdout=log,
                         stderr=subprocess.STDOUT,
-                        start_new_session=True,
-                        close_fds=True,
+                        start_new_session=False,  # dies with the app's terminal, unlike the
+                        close_fds=True,  # daemon: a trial cut off by a hangup leaves no server
                     )
                 )
                 urls.append(f"http://127.0.0.1:{port}")
