@@ -417,8 +417,9 @@ class _Run:
         except (EditRefused, ToolError) as exc:
             notes.append(f"Not written: {exc}")
             return None
+        old = self.old_text(done.path)
         if self.guards_tests(done.path):
-            if self.old_text(done.path) == done.content:
+            if old == done.content:
                 self.unchanged += 1  # a test file given back as it is: no harm, no refusal
                 return None
             notes.append(
@@ -426,7 +427,6 @@ class _Run:
                 "code they test instead."
             )
             return None
-        old = self.old_text(done.path)
         dropped = dropped_examples(old or "", done.content) if self.examples_judge() else []
         if dropped:
             notes.append(
