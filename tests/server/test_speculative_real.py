@@ -67,8 +67,9 @@ async def test_auto_measures_once_and_keeps_the_verdict(
         said.clear()
         second = await daemon.ensure(spec(demo_model, "auto"), said.append, probe=False)
         again = SpecDecision.from_json(second.speculative)
-        assert again is not None and again.choice == decision.choice
-        if not decision.load or float(decision.load) < 2:  # a busy trial is measured again
+        assert again is not None
+        if not decision.load or float(decision.load) < 2:  # a busy trial is measured again,
+            assert again.choice == decision.choice  # and may come out otherwise
             assert again.measured_at == decision.measured_at
             assert (app_home.log_dir / TRIAL_LOG).read_text(errors="replace") == trial_log
             assert not any(s.startswith("choosing speculative") for s in said)
