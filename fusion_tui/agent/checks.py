@@ -50,6 +50,8 @@ def syntax_problem(path: str, text: str) -> str | None:
 _EXAMPLE = re.compile(r"^[ \t]*>>> \S", re.M)
 EXAMPLE_RUNNER = Path(__file__).with_name("example_runner.py")
 """Run as a script by the workspace's `python3`: it imports nothing of fusion-tui."""
+_RUNNER_CALL = f"python3 {shlex.quote(str(EXAMPLE_RUNNER))} "
+"""The start of every examples command, before the files it checks."""
 EXAMPLES_TIMEOUT_S = 30.0
 """Examples take milliseconds; a run this long is code that loops."""
 
@@ -127,16 +129,15 @@ def tests_failed(exit: int | None) -> bool:
 
 def examples_command(paths: list[str]) -> str:
     """The command that runs the examples of `paths` (the workspace's own `python3`)."""
-    return f"python3 {shlex.quote(str(EXAMPLE_RUNNER))} " + " ".join(map(shlex.quote, paths))
+    return _RUNNER_CALL + " ".join(map(shlex.quote, paths))
 
 
 def check_label(command: str) -> str:
     """How a check's command is named on screen: the example runner by what it checks, since its
     install path alone would fill an 80-column line. The approval prompt and `--json` keep the
     command as it runs."""
-    runner = f"python3 {shlex.quote(str(EXAMPLE_RUNNER))} "
-    if command.startswith(runner):
-        return "docstring examples of " + command[len(runner) :]
+    if command.startswith(_RUNNER_CALL):
+        return "docstring examples of " + command[len(_RUNNER_CALL) :]
     return command
 
 
