@@ -158,14 +158,16 @@ async def run_trial(
                 argv = trial_spec.argv(binary, port)
                 log.write(f"\n--- speculative trial: {' '.join(argv)}\n".encode())
                 log.flush()
+                # In the app's session, unlike the daemon: a hangup of the app's terminal
+                # mid-trial ends the trial servers too, instead of leaving them orphaned.
                 procs.append(
                     subprocess.Popen(
                         argv,
                         stdin=subprocess.DEVNULL,
                         stdout=log,
                         stderr=subprocess.STDOUT,
-                        start_new_session=False,  # dies with the app's terminal, unlike the
-                        close_fds=True,  # daemon: a trial cut off by a hangup leaves no server
+                        start_new_session=False,
+                        close_fds=True,
                     )
                 )
                 urls.append(f"http://127.0.0.1:{port}")
