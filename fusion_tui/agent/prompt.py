@@ -246,6 +246,11 @@ class PromptPacker:
             raise ValueError("the last message is not a user message; nothing to answer")
         return self._text + self.frame.user_to_assistant
 
+    def rewound(self, messages: int) -> PromptPacker:
+        """A new packer holding only the first `messages` messages: the prompt as it was then,
+        a prefix of what the slot holds (a fresh attempt, `retry.py`)."""
+        return PromptPacker(self.frame, self.stable, self.messages[:messages])
+
     def restarted(self, first_user: str) -> PromptPacker:
         """A new packer on the same stable prefix (after a compaction)."""
         p = PromptPacker(self.frame, self.stable)

@@ -50,6 +50,7 @@ def agent_config(settings: Any, workspace: str | None = None, **overrides: Any) 
         "max_steps": settings.agent.max_steps,
         "test_cmd": settings.agent.test_cmd_for(workspace) if workspace else None,
         "test_rounds": settings.agent.test_rounds,
+        "retries": settings.agent.retries,
         "find_tests": settings.agent.find_tests,
         "max_duration_ms": settings.agent.task.max_duration_ms,
         "finalization_ms": settings.agent.task.finalization_ms,

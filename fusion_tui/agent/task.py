@@ -40,6 +40,8 @@ class AgentConfig:
     """Run after every step that changed files; a failure goes back to the model."""
     test_rounds: int = 2
     """Replies sent back because the checks failed, at most (then `tests_failed`)."""
+    retries: int = 3
+    """Fresh attempts after the first, when its fixes cannot pass the checks (`retry.py`)."""
     test_timeout_s: float = 300.0
     find_tests: bool = True
     """Without a test command: run the test files shown with the task, else the docstring

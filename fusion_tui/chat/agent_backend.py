@@ -26,12 +26,14 @@ from fusion_tui.agent.events import (
     PromptProgressed,
     RepeatBlocked,
     RequestDone,
+    Retried,
     StepFailed,
     StepStarted,
     TestRan,
     ToolFinished,
     ToolStarted,
     WorkerEvent,
+    retry_line,
 )
 from fusion_tui.agent.host import AgentHost
 from fusion_tui.agent.session_run import (
@@ -103,6 +105,8 @@ def reply_events(event: AgentEvent) -> list[ReplyEvent]:
         note = f"made {event.times}× · {verdict}"
         block = ToolBlock(event.name, dict(event.args), event.message, False, note=note)
         return [Notice(f"step {event.step}: {event.name} repeated · {verdict}"), block]
+    if isinstance(event, Retried):
+        return [Notice(f"attempt {event.attempt} of {event.attempts}: {retry_line(event)}")]
     if isinstance(event, Compacted):
         return [Notice(f"compacted the transcript: {event.note}")]
     if isinstance(event, TestRan):

@@ -19,11 +19,13 @@ from fusion_tui.agent.events import (
     PromptProgressed,
     RepeatBlocked,
     RequestDone,
+    Retried,
     StepFailed,
     StepStarted,
     TestRan,
     ToolFinished,
     WorkerEvent,
+    retry_line,
     to_json_line,
     tool_error,
 )
@@ -72,7 +74,7 @@ class Printer:
             prefix = f"[worker {event.worker}] "
             event = event.event
         if self.json_mode:
-            if isinstance(event, RequestDone | ToolFinished | TestRan):
+            if isinstance(event, RequestDone | ToolFinished | TestRan | Retried):
                 line = to_json_line(event)
                 if line is not None:
                     self._line(line)
@@ -146,6 +148,8 @@ def describe(event: AgentEvent) -> str:
         return f"  step {event.step} produced no valid action: {event.error}"
     if isinstance(event, Compacted):
         return f"  compacted the transcript: {event.note}"
+    if isinstance(event, Retried):
+        return f"  attempt {event.attempt} of {event.attempts}: {retry_line(event)}"
     if isinstance(event, RepeatBlocked):
         verdict = "the task ends stuck" if event.stuck else "not run again"
         return f"  {event.name} repeated with nothing changed since: {verdict}"

@@ -2,13 +2,14 @@
 
     fusion-tui run TASK [--session ID | --new] [--workspace DIR] [--yes] [--allow-shell PREFIX]...
                         [--max-duration-ms N] [--max-steps N] [--test-cmd CMD]
-                        [--test-rounds N] [--json]
+                        [--test-rounds N] [--retries N] [--json]
 
 With `--json`, stdout carries one JSON object per line (the names are an interface):
 `{"event": "request", "id_slot", "prompt_n", "cache_n", "ttft_ms", "predicted_per_second", ...}`
 per request, `{"event": "tool", "name", "ok"}` per tool call (plus `"error"` when `ok` is
 false), `{"event": "test", "command", "ok", "exit", "tail", "round"}` per run of the test command
-(or of the docstring examples),
+(or of the docstring examples), `{"event": "retry", "attempt", "attempts", "reason", "restored"}`
+when a failing attempt is undone and asked again,
 `{"event": "prompt_progress", "processed", "total", "cache"}` while a prompt is read, and last
 `{"event": "outcome", "outcome", "session"}`. Without it, progress goes to stderr and the
 summary to stdout.
@@ -72,6 +73,10 @@ def register(sub: Subparsers) -> None:
     p.add_argument(
         "--test-rounds", type=non_negative, metavar="N", default=None,
         help="rounds of fixes after failing tests (default 2; needs --test-cmd)",
+    )  # fmt: skip
+    p.add_argument(
+        "--retries", type=non_negative, metavar="N", default=None,
+        help="fresh attempts when the fixes cannot pass the checks (default 3; 0: never)",
     )  # fmt: skip
     p.add_argument("--json", action="store_true", help="one JSON object per line on stdout")
 
@@ -138,7 +143,7 @@ async def run_task_command(
     config = agent_config(
         settings, str(workspace.root), max_steps=args.max_steps,
         max_duration_ms=args.max_duration_ms, test_cmd=getattr(args, "test_cmd", None),
-        test_rounds=getattr(args, "test_rounds", None),
+        test_rounds=getattr(args, "test_rounds", None), retries=getattr(args, "retries", None),
     )  # fmt: skip
     check_test_flags(args, config)
     if seen is not None:  # what a stop signal must save and report (run_stop.py)

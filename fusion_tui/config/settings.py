@@ -110,6 +110,10 @@ class AgentSettings:
     """`agent.testCmds`: a workspace folder → its own test command (wins over `testCmd`)."""
     test_rounds: int = 2
     """`agent.testRounds`: failed test runs sent back to the agent, at most."""
+    retries: int = 3
+    """`agent.retries`: when an attempt's fixes cannot pass its checks (tests, or docstring
+    examples), the attempt is undone and the step asked again, more varied, this many times
+    at most (`agent/retry.py`); 0: never."""
     find_tests: bool = True
     """`agent.findTests`: with no test command, the agent runs the Python test files shown with
     the task (pytest, else unittest), else the docstring examples (`>>>`) of the Python files it

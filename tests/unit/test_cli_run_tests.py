@@ -54,7 +54,7 @@ def test_tests_that_still_fail_after_the_rounds_end_tests_failed(
     cli_server.script(*[edit("calc.py", t) for t in tries])
     code, out, err = call_cli(
         capsys, "run", "fix calc.py", "--workspace", str(ws), "--yes", "--json",
-        "--test-cmd", check_cmd(), "--test-rounds", "1",
+        "--test-cmd", check_cmd(), "--test-rounds", "1", "--retries", "0",
     )  # fmt: skip
     assert code == 1
     events = json_lines(out)

@@ -1,0 +1,138 @@
+"""Fresh attempts: when fixes cannot get past failing checks, the step that wrote is done over.
+
+Seen with the 1.5B coder on HumanEval (`bench/agent_humaneval.py`): told which docstring example
+its code failed, the model gave its own wrong code back word for word, on six of the forty
+problems in every run; sampled again, even at temperature 1, from that transcript it copied the
+code again, because the wrong code sat right there in its own last turn. Asked again from the
+prompt *before* the wrong code, at temperature 1, it wrote code that passes the problem's tests
+for three of those six within six tries. Hence the rule:
+
+- an attempt starts with the first reply that writes files after the checks last passed (or
+  the task began): the transcript's length before that reply and the files' text before it are
+  kept (`BranchPoint`);
+- when the checks fail and a fix gives the failed code back unchanged, or the rounds of fixes
+  are used up, the attempt is closed: its files and its count of failed checks are kept
+  (`Attempt`), the files are put back as they were, the transcript is cut back to the prompt
+  that produced the attempt, and that prompt is asked again at `RETRY_TEMPERATURE` with a seed
+  of its own (reproducible runs), up to `agent.retries` times;
+- when no attempt passes, the one with the fewest failed checks stays: the first on a tie, as
+  the model's own most likely answer.
+
+Only the reply that opens a fresh attempt is sampled so; the fixes after it use the task's own
+sampling. Nothing here talks to the server or the workspace: the loop does (`loop.py`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+RETRY_TEMPERATURE = 1.0
+"""Temperature of a fresh attempt's reply. At 0.7 the 1.5B rewrote a passing function for one of
+six stuck HumanEval problems in three tries each; at 1.0, for three (llama-server's default
+top-k 40, top-p 0.95 and min-p 0.05 keep the sample on sensible tokens)."""
+
+_DOCTEST = re.compile(r"\*\*\*Test Failed\*\*\* (\d+) failures?")
+_UNITTEST = re.compile(r"FAILED \(([^)]*)\)")
+_PYTEST = re.compile(r"(\d+) (?:failed|errors?)\b")
+
+
+def failure_count(output: str) -> int | None:
+    """Failed checks as the runner counts them (doctest and the example runner, unittest,
+    pytest); None when the output says no count (a crash, a timeout, another runner)."""
+    found = [int(n) for n in _DOCTEST.findall(output)]
+    if found:
+        return sum(found)
+    unit = _UNITTEST.findall(output)
+    if unit:
+        return sum(int(n) for n in re.findall(r"(?:failures|errors)=(\d+)", unit[-1]))
+    lines = [line for line in output.splitlines() if _PYTEST.search(line) and "=" in line]
+    if lines:
+        return sum(int(n) for n in _PYTEST.findall(lines[-1]))
+    return None
+
+
+@dataclass
+class BranchPoint:
+    """Where the attempt began: what a retry goes back to."""
+
+    messages: int
+    """Messages in the transcript before the attempt's first reply."""
+    rounds: int
+    """Rounds of fixes used before it."""
+    before: dict[str, str | None] = field(default_factory=dict)
+    """Each file the attempt wrote → its text before the attempt (None: it did not exist)."""
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """A closed attempt: the files it left and how many checks they failed."""
+
+    files: dict[str, str]
+    failures: int | None
+    """None: not counted; ranks after any count."""
+
+    def rank(self) -> float:
+        return float("inf") if self.failures is None else self.failures
+
+
+@dataclass
+class Retries:
+    """The fresh attempts of one task."""
+
+    allowed: int
+    used: int = 0
+    point: BranchPoint | None = None
+    attempts: list[Attempt] = field(default_factory=list)
+    fresh: bool = False
+    """The next reply opens a fresh attempt (sampled at `RETRY_TEMPERATURE`)."""
+
+    def writing(self, messages: int, rounds: int, path: str, old: str | None) -> None:
+        """A reply is about to change `path` (text `old`); `messages` were in the transcript
+        before that reply. The first write since the checks last passed opens the attempt."""
+        if self.point is None:
+            self.point = BranchPoint(messages, rounds)
+        self.point.before.setdefault(path, old)
+
+    def passed(self) -> None:
+        """The checks passed: the attempt is the answer, there is nothing to go back to."""
+        self.point = None
+        self.attempts.clear()
+
+    def can_retry(self) -> bool:
+        return self.point is not None and self.used < self.allowed
+
+    def close(self, files: dict[str, str], output: str) -> BranchPoint:
+        """Close the open attempt (its files as they are now, the last checks' output) and
+        start the next: the branch point to go back to."""
+        point = self.point
+        assert point is not None, "close() without an open attempt"
+        self.attempts.append(self._attempt(point, files, output))
+        self.used += 1
+        self.fresh = True
+        self.point = None  # the next write opens the next attempt, at the same branch point
+        return point
+
+    def sampling(self) -> dict[str, Any]:
+        """What the next request's sampling changes: a fresh attempt's temperature and seed,
+        once; else nothing."""
+        if not self.fresh:
+            return {}
+        self.fresh = False
+        return {"temperature": RETRY_TEMPERATURE, "seed": self.used}
+
+    def best(self, files: dict[str, str], output: str) -> Attempt | None:
+        """The closed attempt to put back when the task ends with its checks failing (`files`
+        as they are, `output` of the last checks): the one with the fewest failed checks, the
+        first on a tie; None when the files as they are rank first, or there is none."""
+        last = None if self.point is None else self._attempt(self.point, files, output)
+        candidates = [*self.attempts, *([last] if last is not None else [])]
+        if not candidates:
+            return None
+        best = min(candidates, key=Attempt.rank)  # min keeps the first of equals
+        return None if best is last else best
+
+    @staticmethod
+    def _attempt(point: BranchPoint, files: dict[str, str], output: str) -> Attempt:
+        return Attempt({p: files[p] for p in point.before if p in files}, failure_count(output))

@@ -1,0 +1,130 @@
+"""Fresh attempts (`agent/retry.py`): a fix that cannot get past failing checks is undone and
+the step asked again from the prompt before it, more varied; at a failing end the attempt that
+failed fewest checks stays."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from fusion_tui.agent.retry import RETRY_TEMPERATURE, Retries, failure_count
+from tests.fakes.fake_server import FakeLlamaServer
+from tests.unit.cli_support import call_cli, edit, json_lines, workspace
+
+CHECK = """\
+import sys
+import calc
+failed = sum(calc.sub(a, b) != a - b for a, b in [(3, 1), (1, 1)])
+if failed:
+    print(f"***Test Failed*** {failed} failures.")
+sys.exit(1 if failed else 0)
+"""
+"""Two cases of `sub`; the count of failures printed as doctest prints it."""
+WRONG = "def sub(a, b):\n    return a + b\n"
+HALF = "def sub(a, b):\n    return b - a\n"
+"""Fails one case of two: sub(1, 1) holds."""
+RIGHT = "def sub(a, b):\n    return a - b\n"
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    return workspace(tmp_path, {"calc.py": WRONG, "check.py": CHECK})
+
+
+def run(capsys: pytest.CaptureFixture[str], ws: Path, *flags: str) -> tuple[int, str, str]:
+    return call_cli(
+        capsys, "run", "fix calc.py", "--workspace", str(ws), "--yes", "--json",
+        "--test-cmd", f"{sys.executable} check.py", *flags,
+    )  # fmt: skip
+
+
+def test_a_fix_that_copies_the_failed_code_is_undone_and_asked_again(
+    cli_server: FakeLlamaServer, ws: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cli_server.script(edit("calc.py", HALF), edit("calc.py", HALF), edit("calc.py", RIGHT))
+    code, out, err = run(capsys, ws)
+    assert code == 0, err
+    assert (ws / "calc.py").read_text() == RIGHT
+    events = json_lines(out)
+    retries = [e for e in events if e["event"] == "retry"]
+    assert retries == [{
+        "event": "retry", "attempt": 2, "attempts": 4, "restored": ["calc.py"],
+        "reason": "the fix changed nothing of the code that failed its checks",
+    }]  # fmt: skip
+    first, copy, again = (r.body for r in cli_server.completions())
+    assert again["prompt"] == first["prompt"]  # the prompt that produced the failed attempt
+    assert (again["temperature"], again["seed"]) == (RETRY_TEMPERATURE, 1)
+    assert copy["temperature"] == first["temperature"] != RETRY_TEMPERATURE
+    assert events[-1]["outcome"] == "completed"
+
+
+def test_when_no_attempt_passes_the_one_that_failed_fewest_checks_stays(
+    cli_server: FakeLlamaServer, ws: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    product = "def sub(a, b):\n    return a * b\n"  # fails both cases
+    cli_server.script(edit("calc.py", HALF), edit("calc.py", product))
+    code, out, err = run(capsys, ws, "--test-rounds", "0", "--retries", "1")
+    assert code == 1
+    assert json_lines(out)[-1]["outcome"] == "tests_failed"
+    assert (ws / "calc.py").read_text() == HALF
+    assert "after 2 attempts; the files hold attempt 1, which failed fewest checks, 1 failed" in err
+    again = cli_server.completions()[1].body
+    assert again["prompt"] == cli_server.completions()[0].body["prompt"]
+
+
+def test_without_retries_a_copied_fix_ends_stuck_as_before(
+    cli_server: FakeLlamaServer, ws: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cli_server.script(*[edit("calc.py", HALF)] * 3)
+    code, out, _err = run(capsys, ws, "--retries", "0")
+    assert code == 1
+    events = json_lines(out)
+    assert not [e for e in events if e["event"] == "retry"]
+    assert events[-1]["outcome"] == "stuck"
+    assert (ws / "calc.py").read_text() == HALF
+
+
+@pytest.mark.parametrize(
+    ("output", "count"),
+    [
+        ("Failed example:\n...\n***Test Failed*** 2 failures.", 2),
+        ("***Test Failed*** 1 failures.\n***Test Failed*** 1 failures.", 2),
+        ("Ran 5 tests in 0.001s\n\nFAILED (failures=2, errors=1)", 3),
+        ("=========== 1 failed, 4 passed in 0.05s ===========", 1),
+        ("==== 2 failed, 1 error in 0.1s ====", 3),
+        ("Traceback (most recent call last):\nNameError: x", None),
+        ("", None),
+    ],
+)
+def test_failure_count_reads_the_runners_summaries(output: str, count: int | None) -> None:
+    assert failure_count(output) == count
+
+
+def test_a_tie_keeps_the_first_attempt_and_a_known_count_beats_none() -> None:
+    retries = Retries(allowed=3)
+    retries.writing(2, 0, "a.py", "old")
+    retries.close({"a.py": "one"}, "***Test Failed*** 1 failures.")
+    retries.writing(2, 0, "a.py", "old")
+    best = retries.best({"a.py": "two"}, "***Test Failed*** 1 failures.")
+    assert best is not None and best.files == {"a.py": "one"}
+    retries.close({"a.py": "two"}, "crashed")
+    retries.writing(2, 0, "a.py", "old")
+    assert retries.best({"a.py": "three"}, "***Test Failed*** 3 failures.") == best
+    assert retries.best({"a.py": "four"}, "all good: 0 failures") == best  # unknown ranks last
+
+
+def test_a_fresh_attempt_samples_once_and_a_pass_forgets_the_attempts() -> None:
+    retries = Retries(allowed=1)
+    assert retries.sampling() == {} and not retries.can_retry()
+    retries.writing(4, 1, "a.py", None)
+    assert retries.can_retry()
+    point = retries.close({"a.py": "x"}, "")
+    assert (point.messages, point.rounds, point.before) == (4, 1, {"a.py": None})
+    assert retries.sampling() == {"temperature": RETRY_TEMPERATURE, "seed": 1}
+    assert retries.sampling() == {}
+    retries.writing(4, 1, "a.py", None)
+    assert not retries.can_retry()  # the one retry is used
+    retries.passed()
+    assert retries.best({"a.py": "y"}, "") is None
