@@ -14,6 +14,8 @@ from fusion_tui.sessions.records import Outcome
 
 RequestPurpose = Literal["step", "repair", "summary", "compaction", "chat"]
 """`chat`: a plain-chat turn (`fusion-tui chat`)."""
+DraftKind = Literal["prose", "file", "call"]
+"""What a reply being written is writing at its end (`reply_draft.py`)."""
 
 
 @dataclass(frozen=True)
@@ -54,20 +56,22 @@ class PromptProgressed:
 
 @dataclass(frozen=True)
 class StepDraft:
-    """The step's output so far, read leniently (`partial_action.py`); sent throttled while the
+    """The step's output so far, read as a draft (`reply_draft.py`); sent throttled while the
     model writes (at most every DRAFT_INTERVAL_S) and once more with `done` at the stream's end.
 
-    `tool`/`args`: the action forming (`tool` None until its name is complete); `summary`: the
-    finish text so far; `text`: the raw output so far; `predicted_n`: tokens so far (one per
-    streamed piece); `tok_s`: generation rate since the first token.
+    `kind`: what the end of the output is (prose, a file's code block, a tool call); `name`: the
+    file's path or the tool's name once written whole; `args`: a call's arguments so far; `body`:
+    the code so far, or the prose; `text`: the raw output so far; `predicted_n`: tokens so far
+    (one per streamed piece); `tok_s`: generation rate since the first token.
     """
 
     step: int
     purpose: RequestPurpose
     text: str
-    tool: str | None
+    kind: DraftKind
+    name: str | None
     args: dict[str, Any]
-    summary: str | None
+    body: str
     predicted_n: int
     tok_s: float | None
     done: bool = False

@@ -22,7 +22,7 @@ from fusion_tui.agent.events import (
     StepDraft,
     TokenDelta,
 )
-from fusion_tui.agent.partial_action import parse_partial
+from fusion_tui.agent.reply_draft import read_draft
 from fusion_tui.clock import Clock
 from fusion_tui.server.errors import ServerError
 from fusion_tui.server.types import PromptProgress, StreamEnd, StreamEvent, TextDelta
@@ -54,7 +54,7 @@ class SlotChooser(Protocol):
 
 
 DRAFT_INTERVAL_S = 0.1
-"""StepDraft events at most this often (parsing the partial action costs per call)."""
+"""StepDraft events at most this often (reading the draft costs per call)."""
 
 Ended = Literal["ok", "time_ceiling", "cancelled", "error", "deadline"]
 
@@ -186,10 +186,10 @@ class _Live:
             return
         self.last_draft = now
         text = "".join(self.parts)
-        action = parse_partial(text)
+        draft = read_draft(text)
         elapsed = now - self.first[0] if self.first else 0.0
         rate = (n - 1) / elapsed if elapsed > 0 and n > 1 else None
         self.on_event(
-            StepDraft(self.step, self.purpose, text, action.tool, action.args, action.summary,
-                      n, rate, done)
+            StepDraft(self.step, self.purpose, text, draft.kind, draft.name, draft.args,
+                      draft.body, n, rate, done)
         )  # fmt: skip

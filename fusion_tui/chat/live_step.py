@@ -3,7 +3,8 @@
 `LiveStepTracker.fold` turns the loop's events (StepStarted, RequestSent, PromptProgressed,
 StepDraft, ToolStarted) into one snapshot per change, so the TUI draws a single block that goes
 "step 3/30 · waiting for slot 1" → "reading 1,204 of 3,310 tokens · 310 tok/s" → "writing
-edit_file · 42 tokens · 12 tok/s" with the arguments as they arrive → "running edit_file".
+solution.py · 42 tokens · 12 tok/s" with the code as it arrives (or "calling read_file" with its
+arguments, or "writing the answer" with the prose) → "running write_file".
 Pure data (no textual): the widget only renders `title()` and `body()`.
 """
 
@@ -15,6 +16,7 @@ from typing import Any, Literal
 
 from fusion_tui.agent.events import (
     AgentEvent,
+    DraftKind,
     PromptProgressed,
     RequestDone,
     RequestSent,
@@ -25,7 +27,10 @@ from fusion_tui.agent.events import (
 
 Phase = Literal["waiting", "reading", "writing", "running"]
 BODY_CHARS = 600
-"""The body shows at most this much of the draft (its tail while it grows)."""
+"""The body shows at most this much of the draft (its tail while it grows)..."""
+BODY_LINES = 8
+"""...and at most this many lines: a file being written must not push the chat off an 80×24
+screen."""
 
 
 @dataclass(frozen=True)
@@ -39,10 +44,13 @@ class LiveStep:
     total: int = 0
     cache: int = 0
     prompt_tok_s: float | None = None
-    tool: str | None = None
+    kind: DraftKind = "prose"
+    """What the draft is writing at its end (`reply_draft.py`)."""
+    name: str | None = None
+    """The file being written, the tool being called or run."""
     args: dict[str, Any] = field(default_factory=dict)
-    text: str = ""
-    """The raw output so far (shown when no action can be read from it yet)."""
+    body_text: str = ""
+    """The code or prose written so far."""
     predicted_n: int = 0
     tok_s: float | None = None
 
@@ -65,30 +73,35 @@ class LiveStep:
                 parts.append(f"{self.prompt_tok_s:,.0f} tok/s")
             return " · ".join(parts)
         if self.phase == "running":
-            return f"{head} · running {self.tool}"
-        what = "finish" if self.tool == "finish" else (self.tool or "the action")
-        parts = [f"{head} · writing {what}", f"{self.predicted_n:,} tokens"]
+            return f"{head} · running {self.name}"
+        if self.kind == "call":
+            what = f"calling {self.name or 'a tool'}"
+        elif self.kind == "file":
+            what = f"writing {self.name or 'code'}"
+        else:
+            what = "writing the answer"
+        parts = [f"{head} · {what}", f"{self.predicted_n:,} tokens"]
         if self.tok_s:
             parts.append(f"{self.tok_s:,.1f} tok/s")
         return " · ".join(parts)
 
     def body(self) -> str:
-        """The action forming: `tool(arg=value, …)`, the finish text, or the raw output."""
+        """What is forming: the code or prose so far, or `tool(arg=value, …)`."""
         if self.phase not in ("writing", "running"):
             return ""
-        if self.tool == "finish":
-            summary = self.args.get("summary")
-            return _tail(summary) if isinstance(summary, str) else ""
-        if self.tool is None:
-            return _tail(self.text)
+        if self.kind != "call" and self.phase == "writing":
+            return _tail(self.body_text)
         shown = []
         for key, value in self.args.items():
             text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
             shown.append(f"{key}={text}")
-        return _tail(f"{self.tool}({', '.join(shown)})")
+        return _tail(f"{self.name or ''}({', '.join(shown)})")
 
 
 def _tail(text: str) -> str:
+    lines = text.split("\n")
+    if len(lines) > BODY_LINES:
+        text = "…\n" + "\n".join(lines[-BODY_LINES:])
     return text if len(text) <= BODY_CHARS else "…" + text[-(BODY_CHARS - 1) :]
 
 
@@ -112,11 +125,11 @@ class LiveStepTracker:
             s = replace(s, phase="reading", processed=event.processed, total=event.total,
                         cache=event.cache, prompt_tok_s=event.tok_s)  # fmt: skip
         elif isinstance(event, StepDraft):
-            s = replace(s, phase="writing", purpose=event.purpose, tool=event.tool,
-                        args=dict(event.args), text=event.text, predicted_n=event.predicted_n,
-                        tok_s=event.tok_s)  # fmt: skip
+            s = replace(s, phase="writing", purpose=event.purpose, kind=event.kind,
+                        name=event.name, args=dict(event.args), body_text=event.body,
+                        predicted_n=event.predicted_n, tok_s=event.tok_s)  # fmt: skip
         elif isinstance(event, ToolStarted):
-            s = replace(s, phase="running", tool=event.name, args=dict(event.args))
+            s = replace(s, phase="running", kind="call", name=event.name, args=dict(event.args))
         elif isinstance(event, RequestDone):
             if event.id_slot >= 0:
                 self.slot = event.id_slot

@@ -126,9 +126,9 @@ def test_approval_modal_keeps_what_was_typed_into_it(snap_compare: Any) -> None:
 
 def test_a_live_step_being_written(snap_compare: Any) -> None:
     """You should see a finished `✓ read_file(path=util.py) · 4 ms` block, then a live block
-    "step 2/30 · writing edit_file · 31 tokens · 12.4 tok/s" with the arguments forming
-    (`edit_file(path=util.py, search=def add(a, b):, replace=def mul(a, b):`) above the empty
-    answer; the status line says "step 2/30 · 9m41s left"."""
+    "step 2/30 · writing util.py · 31 tokens · 12.4 tok/s" with the file's code forming
+    (`def add(a, b):` … `def mul(a, b):`) above the empty answer; the status line says
+    "step 2/30 · 9m41s left"."""
     from tests.tui.live_step_backend import LIVE_TURN, LiveStepBackend
 
     async def run_before(pilot: Any) -> None:

@@ -24,10 +24,11 @@ LIVE_TURN: list[ReplyEvent | object] = [
         30,
         "writing",
         slot=1,
-        tool="edit_file",
+        kind="file",
+        name="util.py",
         predicted_n=31,
         tok_s=12.4,
-        args={"path": "util.py", "search": "def add(a, b):", "replace": "def mul(a, b):\n"},
+        body_text="def add(a, b):\n    return a + b\n\n\ndef mul(a, b):",
     ),
     HOLD,
 ]

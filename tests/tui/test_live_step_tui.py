@@ -29,8 +29,8 @@ async def test_one_live_block_updates_in_place_and_is_removed_when_the_turn_ends
         (block,) = chat.query(LiveStepBlock)
         assert block.state.step == 2 and block.state.phase == "writing"
         shown = str(block.render())
-        assert "step 2/30 · writing edit_file · 31 tokens · 12.4 tok/s" in shown
-        assert "path=util.py" in shown
+        assert "step 2/30 · writing util.py · 31 tokens · 12.4 tok/s" in shown
+        assert "def mul(a, b):" in shown
         backend.release.set()
         await app.screen.workers.wait_for_complete()
         await pilot.pause()

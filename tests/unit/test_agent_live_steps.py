@@ -18,7 +18,7 @@ from fusion_tui.agent.events import (
     ToolStarted,
 )
 from fusion_tui.agent.loop import run_task
-from fusion_tui.agent.partial_action import parse_partial
+from fusion_tui.agent.reply_draft import read_draft
 from fusion_tui.agent.request import DRAFT_INTERVAL_S
 from fusion_tui.chat.agent_backend import reply_events
 from fusion_tui.chat.live_step import LiveStep, LiveStepTracker
@@ -26,30 +26,45 @@ from fusion_tui.server.types import PromptProgress, StreamEnd, StreamEvent, Text
 from tests.fakes.clock import FakeClock
 from tests.unit.test_agent_fakes import make_deps
 
-ACTION = json.dumps(
-    {"tool": "edit_file", "args": {"path": "util.py", "search": 'a\\b "q"', "replace": "ü"}}
+CALL = (
+    '<tool_call>\n{"name": "edit_file", "arguments": '
+    '{"path": "util.py", "search": "a\\\\b \\"q\\"", "replace": "ü"}}\n</tool_call>'
 )
+FILE = "Here is the fix.\n\nsolution.py\n```python\ndef f():\n    return 1\n```\nDone."
 
 
-def test_every_prefix_of_an_action_parses_leniently_and_grows() -> None:
-    seen_tool_at = None
+def test_every_prefix_of_a_call_reads_as_a_call_whose_arguments_grow() -> None:
+    start = CALL.index("{")
+    seen_name_at = None
     last_path = ""
-    for i in range(len(ACTION) + 1):
-        part = parse_partial(ACTION[:i])
-        if part.tool is not None:
-            assert part.tool == "edit_file"
-            seen_tool_at = seen_tool_at or i
-        path = part.args.get("path", "")
+    for i in range(start, len(CALL)):
+        draft = read_draft(CALL[:i])
+        assert draft.kind == "call"
+        if draft.name is not None:
+            assert draft.name == "edit_file"
+            seen_name_at = seen_name_at or i
+        path = draft.args.get("path", "")
         assert isinstance(path, str) and "util.py".startswith(path)
         assert len(path) >= len(last_path)
         last_path = path
-    assert seen_tool_at == ACTION.index("edit_file") + len("edit_file") + 1
-    assert parse_partial(ACTION).args == json.loads(ACTION)["args"]
-    assert parse_partial('{"tool": "finish", "args": {"summary": "hello.py pri').summary == (
-        "hello.py pri"
+    assert seen_name_at == CALL.index("edit_file") + len("edit_file") + 1  # a cut name is none
+    inner = CALL[start : CALL.rindex("}") + 1]
+    assert read_draft(CALL[: -len("</tool_call>")]).args == json.loads(inner)["arguments"]
+    assert read_draft(CALL).kind == "prose"  # closed: what follows is prose again
+
+
+def test_a_file_block_reads_as_its_path_and_its_code_so_far() -> None:
+    cut = FILE.index("return 1") + len("return")
+    draft = read_draft(FILE[:cut])
+    assert (draft.kind, draft.name, draft.body) == ("file", "solution.py", "def f():\n    return")
+    assert read_draft(FILE[: FILE.index("```") + 3]).kind == "file"
+    assert read_draft(FILE[: FILE.index("solution.py") + 4]) == read_draft(
+        "Here is the fix.\n\nsolu"
     )
-    assert parse_partial('{"tool": "read_fi').tool is None  # a cut name is not a name yet
-    assert parse_partial("no json here") == parse_partial("")
+    assert read_draft(FILE).kind == "prose" and read_draft(FILE).body == FILE
+    unnamed = read_draft("```python\nx = 1")
+    assert (unnamed.kind, unnamed.name, unnamed.body) == ("file", None, "x = 1")
+    assert read_draft("```py src/a.py\nx").name == "src/a.py"
 
 
 class Streamer:
@@ -71,28 +86,29 @@ class Streamer:
         yield StreamEnd(id_slot=1, timings=Timings(prompt_n=1200, cache_n=0, predicted_n=9))
 
 
-async def test_the_loop_reports_waiting_reading_and_the_action_forming(tmp_path: Path) -> None:
+async def test_the_loop_reports_waiting_reading_and_the_reply_forming(tmp_path: Path) -> None:
     clock = FakeClock()
     events: list[Any] = []
-    read = json.dumps({"tool": "read_file", "args": {"path": "hello.py"}})
-    done = json.dumps({"tool": "finish", "args": {"summary": "it prints hi"}})
+    read = '<tool_call>\n{"name": "read_file", "arguments": {"path": "hello.py"}}\n</tool_call>'
+    done = "It prints hi."
     (tmp_path / "hello.py").write_text("print('hi')\n")
     deps = make_deps(tmp_path, Streamer(clock, [read, done]), events=events)  # type: ignore[arg-type]
-    await run_task("t", session_id="s", deps=deps)
+    await run_task("what does hello.py print?", session_id="s", deps=deps)
     sent = [e for e in events if isinstance(e, RequestSent)]
     assert [(e.step, e.purpose, e.id_slot) for e in sent] == [(1, "step", -1), (2, "step", 1)]
     progress = [e for e in events if isinstance(e, PromptProgressed) and e.step == 1]
     assert [p.processed for p in progress] == [0, 600, 1200]
     assert progress[0].tok_s is None and progress[-1].tok_s == 600.0
     drafts = [e for e in events if isinstance(e, StepDraft) and e.step == 1]
-    assert drafts[-1].done and drafts[-1].tool == "read_file"
-    assert drafts[-1].args == {"path": "hello.py"} and drafts[-1].predicted_n == len(read)
+    assert drafts[-1].done and drafts[-1].predicted_n == len(read)
+    calls = [d for d in drafts if d.kind == "call"]
+    assert calls[-1].name == "read_file" and calls[-1].args == {"path": "hello.py"}
     assert drafts[-1].tok_s == pytest.approx(1 / 0.05)
     # throttled: one draft per DRAFT_INTERVAL_S of stream time, plus the last one
     assert len(drafts) <= len(read) * 0.05 / DRAFT_INTERVAL_S + 2
-    assert any(d.tool is None for d in drafts)  # seen before the name was complete
+    assert any(d.kind == "call" and d.name is None for d in drafts)  # before the name was whole
     final = [e for e in events if isinstance(e, StepDraft) and e.step == 2][-1]
-    assert final.summary == "it prints hi"
+    assert (final.kind, final.body) == ("prose", "It prints hi.")
 
 
 def test_the_tracker_folds_events_into_one_live_block() -> None:
@@ -102,17 +118,19 @@ def test_the_tracker_folds_events_into_one_live_block() -> None:
         StepStarted(3, 30, 60_000),
         RequestSent(3, "step", 1, 4000),
         PromptProgressed(3, 3310, 0, 1204, 310.0),
+        StepDraft(3, "step", "util.py\n```\ndef a", "file", "util.py", {}, "def a", 14, 12.5),
         StepDraft(
             3,
             "step",
-            '{"tool": "edit_file", "args": {"path": "ut',
-            "edit_file",
+            '<tool_call>{"name": "read_file", "arguments": {"path": "ut',
+            "call",
+            "read_file",
             {"path": "ut"},
-            None,
-            14,
+            "",
+            20,
             12.5,
         ),
-        ToolStarted(3, "edit_file", {"path": "util.py"}),
+        ToolStarted(3, "read_file", {"path": "util.py"}),
     ]
     for event in events:
         states += t.fold(event)
@@ -120,20 +138,24 @@ def test_the_tracker_folds_events_into_one_live_block() -> None:
         "step 3/30 · waiting for the server",
         "step 3/30 · waiting for slot 1",
         "step 3/30 · reading 1,204 of 3,310 tokens · 310 tok/s",
-        "step 3/30 · writing edit_file · 14 tokens · 12.5 tok/s",
-        "step 3/30 · running edit_file",
+        "step 3/30 · writing util.py · 14 tokens · 12.5 tok/s",
+        "step 3/30 · calling read_file · 20 tokens · 12.5 tok/s",
+        "step 3/30 · running read_file",
     ]
-    assert states[3].body() == "edit_file(path=ut)"
-    finish = StepDraft(4, "step", "", "finish", {"summary": "Added mul"}, "Added mul", 9, None)
+    assert states[3].body() == "def a"
+    assert states[4].body() == "read_file(path=ut)"
+    assert states[5].body() == "read_file(path=util.py)"
+    answer = StepDraft(4, "step", "Added mul.", "prose", None, {}, "Added mul.", 9, None)
     t.fold(StepStarted(4, 30, 50_000))
-    (state,) = t.fold(finish)
+    (state,) = t.fold(answer)
     assert state.slot == 1
-    assert state.title() == "step 4/30 · writing finish · 9 tokens" and state.body() == "Added mul"
+    assert state.title() == "step 4/30 · writing the answer · 9 tokens"
+    assert state.body() == "Added mul."
 
 
 def test_reply_events_pass_the_new_events_only_through_the_tracker() -> None:
     assert reply_events(RequestSent(1, "step", -1, 10)) == []
-    assert reply_events(StepDraft(1, "step", "{", None, {}, None, 1, None)) == []
+    assert reply_events(StepDraft(1, "step", "{", "prose", None, {}, "{", 1, None)) == []
 
 
 def test_a_refused_call_becomes_a_failed_block_with_the_guards_note() -> None:
@@ -149,3 +171,10 @@ def test_a_refused_call_becomes_a_failed_block_with_the_guards_note() -> None:
     stuck = RepeatBlocked(5, "list_dir", {"path": "x"}, "x is not a dir", 3, msg, stuck=True)
     block = reply_events(stuck)[1]
     assert isinstance(block, ToolBlock) and block.note.endswith("task stopped (stuck)")
+
+
+def test_a_long_file_shows_only_its_last_lines() -> None:
+    code = "\n".join(f"line {i}" for i in range(1, 31))
+    state = LiveStep(1, 30, "writing", kind="file", name="big.py", body_text=code)
+    shown = state.body().split("\n")
+    assert shown[0] == "…" and shown[1:] == [f"line {i}" for i in range(23, 31)]
