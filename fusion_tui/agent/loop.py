@@ -50,7 +50,7 @@ from fusion_tui.agent.checks import (
 )
 from fusion_tui.agent.deadline import CancelToken, run_guarded
 from fusion_tui.agent.delegate import run_delegate
-from fusion_tui.agent.edits import EditRefused, resolve, top_names
+from fusion_tui.agent.edits import EditRefused, resolve, same_code, top_names
 from fusion_tui.agent.events import (
     Compacted,
     EventSink,
@@ -661,17 +661,25 @@ class _Run:
     # --- fresh attempts (retry.py) -------------------------------------------------------------
 
     def changes_nothing(self, parsed: Reply) -> bool:
-        """Whether a reply gives no change to run: no call, and every edit (if any) gives its
-        file back as it is. After failing checks that is a fix that cannot fix (the model
-        copies its failed code, or says it is right)."""
+        """Whether a reply, as a fix, changes no code: no call, and every edit (if any) gives
+        its file back as it runs now (only docstrings or comments moved), or would be refused
+        (a test file, dropped examples). After failing checks that is a fix that cannot fix:
+        the model copies its failed code, says it is right, or edits the checks instead."""
         if parsed.tool_calls or (parsed.problems and not parsed.items):
             return False
         for edit in parsed.edits:
             try:
                 done = resolve(edit, self.files, self.known, self.old_text)
-                if self.old_text(done.path) != done.content:
-                    return False
+                old = self.old_text(done.path)
             except (EditRefused, ToolError):
+                return False
+            if self.guards_tests(done.path):
+                continue  # refused: the checks are not the code to change
+            if old is None:
+                return False  # a new file
+            if self.examples_judge() and dropped_examples(old, done.content):
+                continue  # refused: the examples are the checks
+            if old != done.content and not same_code(old, done.content, done.path):
                 return False
         return True
 

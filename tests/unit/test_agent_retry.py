@@ -128,3 +128,24 @@ def test_a_fresh_attempt_samples_once_and_a_pass_forgets_the_attempts() -> None:
     assert not retries.can_retry()  # the one retry is used
     retries.passed()
     assert retries.best({"a.py": "y"}, "") is None
+
+
+def test_a_fix_that_only_moves_docstring_lines_is_no_fix(
+    cli_server: FakeLlamaServer, ws: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    moved = '"""Subtraction."""\n\n\ndef sub(a, b):\n    # b from a\n    return b - a\n'
+    cli_server.script(edit("calc.py", HALF), edit("calc.py", moved), edit("calc.py", RIGHT))
+    code, out, err = run(capsys, ws)
+    assert code == 0, err
+    assert [e["attempt"] for e in json_lines(out) if e["event"] == "retry"] == [2]
+    assert (ws / "calc.py").read_text() == RIGHT
+
+
+def test_same_code_leaves_out_docstrings_and_comments_only() -> None:
+    from fusion_tui.agent.edits import same_code
+
+    a = 'def f(x):\n    """Doubles.\n\n    >>> f(1)\n    2\n    """\n    return 2 * x\n'
+    b = 'def f(x):\n    """Doubles.\n    >>> f(1)\n    2\n    """\n    # twice\n    return 2 * x\n'
+    assert same_code(a, b, "m.py")
+    assert not same_code(a, b.replace("2 * x", "x + x"), "m.py")
+    assert not same_code(a, b, "notes.txt") and not same_code(a, "def f(:", "m.py")
