@@ -78,8 +78,9 @@ def test_a_change_that_drops_a_failing_example_is_refused(
     right = two.replace("raise NotImplementedError", "return n * 2")
     cli_server.script(edit("calc.py", wrong), edit("calc.py", cheat), edit("calc.py", right))
     code, _out, err = call_cli(
-        capsys, "run", "implement double in calc.py", "--workspace", str(ws), "--yes", "--json"
-    )
+        capsys, "run", "implement double in calc.py", "--workspace", str(ws), "--yes", "--json",
+        "--retries", "0",  # with retries, a cheat is no fix: a fresh attempt (test_agent_retry)
+    )  # fmt: skip
     assert code == 0, err
     assert (ws / "calc.py").read_text() == right
     told = str(cli_server.completions()[2].body["prompt"]).rsplit("<|im_start|>user", 1)[-1]
