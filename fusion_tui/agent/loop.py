@@ -80,7 +80,7 @@ from fusion_tui.agent.protocol import Action, StepInvalid, validate_args
 from fusion_tui.agent.reply import FileBlock, Reply, SearchReplace, ToolCall, parse_reply
 from fusion_tui.agent.request import Reply as Streamed
 from fusion_tui.agent.request import stream_request
-from fusion_tui.agent.retry import Retries
+from fusion_tui.agent.retry import BranchPoint, Retries
 from fusion_tui.agent.task import AgentConfig, AgentDeps, TaskResult, tools_for
 from fusion_tui.agent.tools import ToolContext, ToolResult
 from fusion_tui.agent.tools.files import read_text
@@ -691,8 +691,11 @@ class _Run:
         """Close the failing attempt, put its files back, and go back to the prompt that
         produced it; the next request samples it anew (`Retries.sampling`)."""
         point = self.retries.close(self.files, self.failed_output())
+        await self.rewind(point, reason, await self.put_back(point.before))
+
+    async def rewind(self, point: BranchPoint, reason: str, restored: list[str]) -> None:
+        """Go back to the prompt at `point`; the next request samples it anew."""
         self.archived.append(self.packer.to_dict())  # the attempt stays in the session's record
-        restored = await self.put_back(point.before)
         self.packer = self.packer.rewound(point.messages)
         self.rounds = point.rounds
         self.guard = LoopGuard()
@@ -851,8 +854,13 @@ class _Run:
                 pending = (str(blocked) + self.tail(), "note")
                 continue
             if not parsed.items or (parsed.problems and not wrote and not parsed.tool_calls):
-                failed += 1
                 problems = "; ".join(parsed.problems) or "the reply could not be read"
+                if self.retries.can_resample():
+                    await self.rewind(self.retries.resample(),
+                                      f"the fresh attempt's reply could not be used ({problems})",
+                                      [])  # fmt: skip
+                    continue
+                failed += 1
                 self.emit(StepFailed(self.step, problems, reply.text))
                 if failed >= self.cfg.max_failed_steps:
                     return "error", "", f"{failed} replies in a row could not be used: {problems}"

@@ -96,8 +96,14 @@ def parse_reply(text: str) -> Reply:
 
 
 def _bare_call(text: str) -> ToolCall | None:
-    """A reply that is nothing but one JSON call: `{"name", "arguments"}` or `{"tool", "args"}`."""
-    s = text.strip()
+    """A reply that is nothing but one JSON call: `{"name", "arguments"}` or `{"tool", "args"}`,
+    also with a stray fence line before or after it (seen, sampled: the call, then a lone ```)."""
+    lines = text.strip().split("\n")
+    while lines and _FENCE.match(lines[0]) and len(lines) > 1:
+        lines = lines[1:]
+    while lines and _FENCE.match(lines[-1]) and len(lines) > 1:
+        lines = lines[:-1]
+    s = "\n".join(lines).strip()
     if not (s.startswith("{") and s.endswith("}")):
         return None
     try:
@@ -168,6 +174,10 @@ def _blocks(text: str, reply: Reply, prose: list[str]) -> None:
         while j < len(lines) and lines[j].strip() != fence[0] * len(fence):
             body.append(lines[j])
             j += 1
+        if j >= len(lines) and not "".join(body).strip():
+            prose.append(lines[i])  # a lone fence at the end: a stray mark, nothing cut off
+            i += 1
+            continue
         if j >= len(lines):
             reply.cut_off = True
             reply.problems.append(

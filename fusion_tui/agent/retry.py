@@ -87,6 +87,10 @@ class Retries:
     attempts: list[Attempt] = field(default_factory=list)
     fresh: bool = False
     """The next reply opens a fresh attempt (sampled at `RETRY_TEMPERATURE`)."""
+    origin: BranchPoint | None = None
+    """Where the last closed attempt began: a fresh attempt that has not written yet goes back
+    there again when its reply cannot be used (a sample can come out garbled, and a fix asked
+    of the model at the task's temperature copies the garble)."""
 
     def writing(self, messages: int, rounds: int, path: str, old: str | None) -> None:
         """A reply is about to change `path` (text `old`); `messages` were in the transcript
@@ -97,7 +101,7 @@ class Retries:
 
     def passed(self) -> None:
         """The checks passed: the attempt is the answer, there is nothing to go back to."""
-        self.point = None
+        self.point = self.origin = None
         self.attempts.clear()
 
     def can_retry(self) -> bool:
@@ -112,7 +116,19 @@ class Retries:
         self.used += 1
         self.fresh = True
         self.point = None  # the next write opens the next attempt, at the same branch point
+        self.origin = point
         return point
+
+    def can_resample(self) -> bool:
+        """A fresh attempt has not written yet, and a retry is left."""
+        return self.origin is not None and self.point is None and self.used < self.allowed
+
+    def resample(self) -> BranchPoint:
+        """Ask the fresh attempt's prompt again (its reply could not be used)."""
+        assert self.origin is not None, "resample() without a fresh attempt"
+        self.used += 1
+        self.fresh = True
+        return self.origin
 
     def sampling(self) -> dict[str, Any]:
         """What the next request's sampling changes: a fresh attempt's temperature and seed,

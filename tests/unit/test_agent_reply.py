@@ -85,3 +85,14 @@ def test_a_json_block_that_is_one_call_is_read_as_the_call() -> None:
     assert reply.items == [ToolCall("grep", {"pattern": "x"})]
     data = parse_reply('config.json\n```json\n{"name": "app", "arguments": {}}\n```')
     assert data.items == [FileBlock("config.json", '{"name": "app", "arguments": {}}\n', "json")]
+
+
+def test_a_stray_fence_around_a_bare_call_or_after_prose_is_no_cut_off() -> None:
+    call = '{"name": "read_file", "arguments": {"path": "a.py"}}'
+    for text in (f"{call}\n```", f"```json\n{call}\n```", f"```\n{call}"):
+        reply = parse_reply(text)
+        assert reply.items == [ToolCall("read_file", {"path": "a.py"})] and not reply.problems
+    done = parse_reply("Done.\n```")
+    assert not done.items and not done.problems and not done.cut_off
+    cut = parse_reply("a.py\n```python\ndef f():")
+    assert cut.cut_off and cut.problems

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from fusion_tui.agent.retry import RETRY_TEMPERATURE, Retries, failure_count
-from tests.fakes.fake_server import FakeLlamaServer
+from tests.fakes.fake_server import FakeLlamaServer, Reply
 from tests.unit.cli_support import call_cli, edit, json_lines, workspace
 
 CHECK = """\
@@ -149,3 +149,19 @@ def test_same_code_leaves_out_docstrings_and_comments_only() -> None:
     assert same_code(a, b, "m.py")
     assert not same_code(a, b.replace("2 * x", "x + x"), "m.py")
     assert not same_code(a, b, "notes.txt") and not same_code(a, "def f(:", "m.py")
+
+
+def test_a_garbled_fresh_attempt_is_sampled_again_not_repaired(
+    cli_server: FakeLlamaServer, ws: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    garbled = Reply(text=["calc.py\n```python\ndef sub(a, b):"], prompt_seconds=0.01)
+    cli_server.script(edit("calc.py", HALF), edit("calc.py", HALF), garbled,
+                      edit("calc.py", RIGHT))  # fmt: skip
+    code, out, err = run(capsys, ws)
+    assert code == 0, err
+    retries = [e for e in json_lines(out) if e["event"] == "retry"]
+    assert [(e["attempt"], e["restored"]) for e in retries] == [(2, ["calc.py"]), (3, [])]
+    assert "could not be used" in retries[1]["reason"]
+    bodies = [r.body for r in cli_server.completions()]
+    assert bodies[3]["prompt"] == bodies[0]["prompt"] and bodies[3]["seed"] == 2
+    assert (ws / "calc.py").read_text() == RIGHT
