@@ -257,7 +257,7 @@ class FusionApp(App[None]):
         self._backend_released = True
         main = self._main_screen()
         if main is not None:  # the map behind the wizard: the server coming, not the gone one
-            await main.server_replaced(Path(model).name if model else "the model")
+            await main.server.replaced(Path(model).name if model else "the model")
 
         def relay(status: ServerStatus) -> None:
             """Stages to the wizard and to the main screen's status line (the server being
@@ -267,7 +267,7 @@ class FusionApp(App[None]):
                     report(status)
             main = self._main_screen()
             if main is not None:
-                main.report_status(status)
+                main.server.report(status)
 
         return await connect(settings, paths, relay, model=model, parallel=parallel, ctx=ctx)
 

@@ -15,7 +15,7 @@ from fusion_tui.status import ServerStatus
 from fusion_tui.tui.widgets.prompt_input import PromptInput
 
 if TYPE_CHECKING:
-    from fusion_tui.tui.screens.main_server import ServerScreen
+    from fusion_tui.tui.screens.main import MainScreen
 
 SAYING = (
     "**llama-server died of an illegal instruction (SIGILL) at this request.** Some CPUs "
@@ -24,7 +24,7 @@ SAYING = (
 )
 
 
-async def relaunch_after_sigill(screen: ServerScreen, text: str) -> None:
+async def relaunch_after_sigill(screen: MainScreen, text: str) -> None:
     prompt = screen.query_one(PromptInput)
     if not prompt.text.strip():
         prompt.load_text(text)
@@ -37,8 +37,8 @@ async def relaunch_after_sigill(screen: ServerScreen, text: str) -> None:
         "llama-server died of SIGILL; starting it again with repacking off (--no-repack).",
         title="Server crashed", severity="warning", markup=False,
     )  # fmt: skip
-    screen.report_status(
-        ServerStatus(state="starting", model=screen.server_status.model, detail="relaunching")
+    screen.server.report(
+        ServerStatus(state="starting", model=screen.server.status.model, detail="relaunching")
     )
     with contextlib.suppress(Exception):  # what is left of the dead server: nothing to save
         await screen.backend.close()

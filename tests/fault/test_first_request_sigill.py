@@ -50,7 +50,7 @@ async def first_request(
 ) -> tuple[PromptInput, FakeClock]:
     """Once the first start is ready and its probe passed, type `text` and send it (the prompt
     box on a fake key clock): the prompt box and that clock."""
-    await until(pilot, lambda: main.server_status.state == "ready", "the first start")
+    await until(pilot, lambda: main.server.status.state == "ready", "the first start")
     conn = backend.conn
     assert conn is not None and conn.probe_pending is not None
     await asyncio.wait_for(conn.probe_pending, 30)  # the probe passes
@@ -82,11 +82,11 @@ async def test_a_sigill_at_the_first_request_relaunches_with_repacking_off_and_k
             await until(pilot, lambda: len(repack_flags(binary)) == 2, "the relaunch")
             await until(
                 pilot,
-                lambda: main.server_status.state == "ready" and bool(main.server_status.note),
+                lambda: main.server.status.state == "ready" and bool(main.server.status.note),
                 "the relaunched server",
             )
             assert repack_flags(binary) == [False, True]
-            assert main.server_status.note == NOTE
+            assert main.server.status.note == NOTE
             assert prompt.text == "hello there"  # back in the box, to send again
             notices = [m.text for m in main.query(ChatMessage) if m.role == "notice"]
             assert any("SIGILL" in n and "--no-repack" in n for n in notices)
@@ -144,8 +144,8 @@ async def test_agent_mode_recovers_a_first_request_sigill_the_same_way(
                 pilot,
                 lambda: (
                     len(repack_flags(binary)) == 2
-                    and main.server_status.state == "ready"
-                    and bool(main.server_status.note)
+                    and main.server.status.state == "ready"
+                    and bool(main.server.status.note)
                 ),
                 "the relaunched server",
             )

@@ -314,7 +314,7 @@ async def test_launch_reports_stages_then_the_ready_line(tmp_path: Path, demo_mo
         await pilot.press("enter")  # submit the slot count = Launch
         await settle(pilot)
         assert launcher.calls == [{"model": str(demo_model), "parallel": 2, "ctx": None}]
-        assert wizard.step == LAUNCH and wizard.launch_state == "ready"
+        assert wizard.step == LAUNCH and wizard.launch.state == "ready"
         stages = text_of(wizard, "#launch-stages")
         assert "✓ planning the launch" in stages
         assert "✓ loading the model" in stages and "…" not in stages
@@ -339,7 +339,7 @@ async def test_a_failed_launch_shows_the_log_tail_and_can_go_back(demo_model: Pa
     app = WizardHost(make_wizard(launcher=launcher, demo=demo_model))
     async with app.run_test(size=(80, 24)) as pilot:
         wizard = await launched(pilot, demo_model)
-        assert wizard.launch_state == "failed" and app.screen is wizard
+        assert wizard.launch.state == "failed" and app.screen is wizard
         assert text_of(wizard, "#launch-result") == (
             "The launch failed: llama-server exited while starting (exit code 1)"
         )
@@ -359,7 +359,7 @@ async def test_escape_while_launching_cancels_the_launch(demo_model: Path) -> No
         wizard = await model_chosen(pilot, demo_model)
         wizard.start_launch()
         await pilot.pause()
-        assert wizard.launch_state == "launching"
+        assert wizard.launch.state == "launching"
         assert "… loading the model" in text_of(wizard, "#launch-stages")
         await pilot.press("escape")
         await settle(pilot)

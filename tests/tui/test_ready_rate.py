@@ -70,8 +70,8 @@ async def test_the_ready_toast_is_shown_again_with_the_rate_when_the_probe_lands
 async def test_a_rate_landing_after_the_toast_went_gets_its_own_toast() -> None:
     async with shown_ready() as (backend, app, pilot):
         main = app.screen
-        assert isinstance(main, MainScreen) and main.ready_toast.shown is not None
-        main.ready_toast.shown.raised_at -= 3600  # long gone
+        assert isinstance(main, MainScreen) and main.server.ready_toast.shown is not None
+        main.server.ready_toast.shown.raised_at -= 3600  # long gone
         app.clear_notifications()
         assert backend.report is not None
         backend.report(replace(MEASURED, tok_s=4.64))

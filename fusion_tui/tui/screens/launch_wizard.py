@@ -7,8 +7,8 @@ editable slot count that re-fits live;
 3 the launch, stage by stage, then the ready line with measured tok/s and the KV estimate against
 the server's allocation. Header reads and fits run in workers on this screen (dismissing it
 cancels them); the launcher is injected (`server.connect.connect` by default) so tests use a fake.
-The words come from `fusion_tui.fit.summary`, which is tested without Textual. Step 3 lives in
-`wizard_launch` (the base screen), the model list's options in `model_options`.
+The words come from `fusion_tui.fit.summary`, which is tested without Textual. Step 3 is an
+object the wizard holds (`launch_step.LaunchStep`), the model list's options in `model_options`.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.reactive import reactive
+from textual.screen import ModalScreen
 from textual.widgets import Button, ContentSwitcher, DirectoryTree, Input, OptionList, Static
 
 from fusion_tui.config import Settings
@@ -44,17 +46,19 @@ from fusion_tui.models_registry import ModelsRegistry
 from fusion_tui.paths import AppPaths
 from fusion_tui.server.connect import connect
 from fusion_tui.server.launch_choice import LaunchChoice, Launcher, Planner, plan_with_settings
-from fusion_tui.status import ServerStatus
+from fusion_tui.tui.screens.launch_step import LAUNCH, PICK, PLAN, LaunchStep
 from fusion_tui.tui.screens.model_options import ModelPick, installed_models, model_options
-from fusion_tui.tui.screens.wizard_launch import LAUNCH, PICK, PLAN, WizardLaunch
 from fusion_tui.tui.widgets.gguf_tree import GGUFTree
 
 SLOTS_NOTE = f"1–{MAX_SLOTS}; the fit follows as you type · enter launches"
 _STEP_IDS = {PICK: "step-pick", PLAN: "step-plan", LAUNCH: "step-launch"}
 
 
-class LaunchWizard(WizardLaunch):
+class LaunchWizard(ModalScreen[LaunchChoice | None]):
     """Pick → check → launch. Esc closes (after a launch: keeps it and closes)."""
+
+    step: reactive[int] = reactive(PICK, init=False)
+    """1 pick, 2 check the fit, 3 launch."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Close", id="close"),
@@ -134,12 +138,9 @@ class LaunchWizard(WizardLaunch):
         self.plan: LaunchPlan | None = None
         self.rows: list[SummaryRow] = []
         """The lines of step 2, as shown (see `fit.summary.plan_rows`)."""
-        self.stages: list[ServerStatus] = []
-        self.launch_state = "idle"
-        self.launch_error = ""
         self.plan_error = ""
         """Why the current slot count cannot launch (empty: it can)."""
-        self.choice: LaunchChoice | None = None
+        self.launch = LaunchStep(self, settings, paths, launcher, self.registry)
 
     # --- layout -------------------------------------------------------------------------------
 
@@ -182,7 +183,7 @@ class LaunchWizard(WizardLaunch):
     def on_mount(self) -> None:
         for field in self.query(Input):
             field.cursor_blink = self.settings.ui.cursor_blink
-        self._sync_buttons()
+        self.sync_buttons()
         models = self.query_one("#models", OptionList)
         models.display = models.option_count > 0
         if models.option_count:
@@ -204,17 +205,17 @@ class LaunchWizard(WizardLaunch):
     def watch_step(self, step: int) -> None:
         self.query_one(ContentSwitcher).current = _STEP_IDS[step]
         self.query_one("#wizard-steps", Static).update(self._steps_text())
-        self._sync_buttons()
+        self.sync_buttons()
         if step == PLAN:
             self.query_one("#slots", Input).focus()
         elif step == LAUNCH:
             self.query_one("#next", Button).focus()
 
-    def _sync_buttons(self) -> None:
+    def sync_buttons(self) -> None:
         back = self.query_one("#back", Button)
         primary = self.query_one("#next", Button)
-        back.display = self.step != PICK and self.launch_state != "ready"
-        back.disabled = self.launch_state == "launching"
+        back.display = self.step != PICK and self.launch.state != "ready"
+        back.disabled = self.launch.state == "launching"
         if self.step == PICK:
             primary.label, primary.disabled = "Next", False
         elif self.step == PLAN:
@@ -222,13 +223,33 @@ class LaunchWizard(WizardLaunch):
             primary.disabled = self.plan is None or bool(self.plan_error)
         else:
             labels = {"launching": "Cancel", "ready": "Done", "failed": "Retry"}
-            primary.label = labels.get(self.launch_state, "Launch")
+            primary.label = labels.get(self.launch.state, "Launch")
             primary.disabled = False
 
     def _set_plan_error(self, message: str) -> None:
         self.plan_error = message
         self.query_one("#plan-error", Static).update(message)
-        self._sync_buttons()
+        self.sync_buttons()
+
+    # --- step 3: launch (`launch_step.LaunchStep`) ------------------------------------------------
+
+    def start_launch(self) -> None:
+        if self.plan is None:
+            return
+        self.launch.begin(self.plan)
+        self.step = LAUNCH
+        self.sync_buttons()
+        self.run_launch(self.plan)
+
+    @work(exclusive=True, group="launch", exit_on_error=False, description="launch llama-server")
+    async def run_launch(self, plan: LaunchPlan) -> None:
+        await self.launch.run(plan)
+
+    def cancel_launch(self) -> None:
+        self.workers.cancel_group(self, "launch")
+        self.launch.state = "idle"
+        self.step = PLAN
+        self._set_plan_error("launch cancelled")
 
     # --- step 1: pick ---------------------------------------------------------------------------
 
@@ -385,10 +406,10 @@ class LaunchWizard(WizardLaunch):
         elif self.step == PLAN:
             if not self.query_one("#next", Button).disabled:
                 self.start_launch()
-        elif self.launch_state == "launching":
+        elif self.launch.state == "launching":
             self.cancel_launch()
-        elif self.launch_state == "ready":
-            self.dismiss(self.choice)
+        elif self.launch.state == "ready":
+            self.dismiss(self.launch.choice)
         else:
             self.start_launch()
 
@@ -396,15 +417,15 @@ class LaunchWizard(WizardLaunch):
         if self.step == PLAN:
             self.workers.cancel_group(self, "fit")
             self.step = PICK
-        elif self.step == LAUNCH and self.launch_state == "failed":
-            self.launch_state = "idle"
+        elif self.step == LAUNCH and self.launch.state == "failed":
+            self.launch.state = "idle"
             self.step = PLAN
 
     def action_close(self) -> None:
         """Esc: cancel a running launch; after a launch, keep it; otherwise close with None."""
-        if self.step == LAUNCH and self.launch_state == "launching":
+        if self.step == LAUNCH and self.launch.state == "launching":
             self.cancel_launch()
-        elif self.launch_state == "ready":
-            self.dismiss(self.choice)
+        elif self.launch.state == "ready":
+            self.dismiss(self.launch.choice)
         else:
             self.dismiss(None)

@@ -1,18 +1,22 @@
 """Provides `MainScreen`: the chat, the prompt box, the status line; runs turns in a worker.
 
-The server's side (start, status, slot map, relaunch, stop) is its base `main_server.ServerScreen`.
+The server's side (start, status, slot map, stop) is an object it holds, `self.server`
+(`server_panel.ServerPanel`); the screen keeps what must live on a Screen: the `@work` start and
+the key actions.
 """
 
 from __future__ import annotations
 
 import asyncio
-from contextlib import aclosing
+from contextlib import aclosing, suppress
 
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
 from textual.widgets import Footer, TextArea
+from textual.worker import Worker, WorkerError
 
 from fusion_tui.chat.backend import Backend, Unavailable
 from fusion_tui.chat.events import (
@@ -31,7 +35,7 @@ from fusion_tui.chat.events import (
 from fusion_tui.server.errors import ServerError
 from fusion_tui.status import ServerStatus, turn_summary
 from fusion_tui.tui.bindings import MAIN_SCREEN_BINDINGS
-from fusion_tui.tui.screens.main_server import ServerScreen
+from fusion_tui.tui.screens.server_panel import ServerPanel
 from fusion_tui.tui.sigill_relaunch import relaunch_after_sigill  # a request's SIGILL
 from fusion_tui.tui.widgets.chat_view import ChatView
 from fusion_tui.tui.widgets.live_step import LiveStepBlock, show_live_step
@@ -46,7 +50,7 @@ QUIT_WINDOW_S = 3.0
 """How long after one idle Ctrl+C a second one quits."""
 
 
-class MainScreen(ServerScreen):
+class MainScreen(Screen[None]):
     """The session: what was said, what is being said, and what the server is doing."""
 
     BINDINGS = [
@@ -71,10 +75,63 @@ class MainScreen(ServerScreen):
     """
 
     def __init__(self, backend: Backend, *, autostart: bool = True) -> None:
-        super().__init__(backend)
+        super().__init__()
+        self.backend = backend
+        self.server = ServerPanel(self)
         self.autostart = autostart
         self._quit_armed = False
         """Ctrl+C was pressed once while idle: a second press quits."""
+        self.reply_answered = False
+        """The running turn has its answer (`ReplyDone`); what it still does (compaction
+        ahead) gives way to the user's next move."""
+        self.read_ahead_asked = False
+        """The backend was told the user started the next message (`next_message_started`)."""
+
+    @property
+    def chat(self) -> ChatView:
+        return self.query_one(ChatView)
+
+    @property
+    def status_line(self) -> StatusLine:
+        return self.query_one(StatusLine)
+
+    @property
+    def reply_running(self) -> bool:
+        """A turn is in flight; once answered, its compaction ahead is no reply (a new turn
+        cuts it short: that turn compacts before its request if it must)."""
+        return self._reply_workers() != [] and not self.reply_answered
+
+    def _reply_workers(self) -> list[Worker[None]]:
+        return [w for w in self.workers if w.group == "reply" and w.is_running]
+
+    async def settle_reply(self) -> None:
+        """Cut short what an answered turn still does before the session or the server changes
+        under it, and a read-ahead of the next message (`next_message_started`)."""
+        lingering = [w for w in self.workers if w.group == "read-ahead" and w.is_running]
+        for worker in [*self._reply_workers(), *lingering]:
+            worker.cancel()
+            with suppress(WorkerError):
+                await worker.wait()
+
+    @work(exclusive=True, group="server-start", exit_on_error=False)
+    async def start_server(self) -> None:
+        await self.server.start()
+
+    def action_toggle_slot_map(self) -> None:
+        self.server.toggle_slot_map()
+
+    async def action_relaunch_server(self) -> None:
+        """After a crash: close what is left, then connect again (adopt or launch)."""
+        if self.reply_running:
+            self.app.notify("A reply is still streaming; Esc cancels it first.")
+            return
+        await self.settle_reply()
+        await self.backend.close()
+        self.start_server()
+
+    async def action_stop_server(self) -> None:
+        self.workers.cancel_group(self, "reply")
+        await self.server.stop()
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="body"), Vertical(id="chat-column"):
@@ -108,7 +165,7 @@ class MainScreen(ServerScreen):
         key_for = getattr(self.app, "key_for", None) or (lambda _id: "")
         workspace = getattr(self.app, "workspace", None)
         await self.chat.mount(
-            Welcome(self.server_status, key_for, workspace=str(workspace) if workspace else None)
+            Welcome(self.server.status, key_for, workspace=str(workspace) if workspace else None)
         )
 
     @property
@@ -142,16 +199,11 @@ class MainScreen(ServerScreen):
         """Switch to a backend that is already connected (the launch wizard made it)."""
         self.workers.cancel_group(self, "reply")
         self.backend = backend
-        for slot_map in self.query(SlotMap):
-            await slot_map.remove()
+        await self.server.remove_slot_map()
         await self.chat.clear_messages()
         await self.draw_history()
         self.status_line.last_turn = ""
-        self.report_status(status)
-        self.ready_toast.show(self.app, status)
-        if status.fallback:  # the managed start failed, a remote endpoint serves
-            await self.chat.add_message("notice", status.fallback)
-        await self.mount_slot_map()
+        await self.server.connected(status)
 
     @work(group="title", exit_on_error=False)
     async def make_title(self) -> None:
@@ -208,7 +260,7 @@ class MainScreen(ServerScreen):
         is done): the backend prepares its turn while the user types (the plain chat reads the
         next prompt's opening into the session's slot), so that work is off the first token.
         Once per message."""
-        if self.read_ahead_asked or self.reply_running or self.server_status.state != "ready":
+        if self.read_ahead_asked or self.reply_running or self.server.status.state != "ready":
             return
         if not self.query_one(PromptInput).text.strip():
             return
@@ -217,14 +269,14 @@ class MainScreen(ServerScreen):
 
     @on(PromptInput.Submitted)
     async def send(self, event: PromptInput.Submitted) -> None:
-        if self.server_status.state == "error":  # the notice in the chat says why
+        if self.server.status.state == "error":  # the notice in the chat says why
             self.app.notify(
                 "The server did not start; your message is still in the box. "
                 "F2 picks a model, F5 tries again."
             )
             event.prompt_input.load_text(event.text)
             return
-        if self.server_status.state != "ready":
+        if self.server.status.state != "ready":
             self.app.notify("The server is not ready yet; your message is still in the box.")
             event.prompt_input.load_text(event.text)
             return
