@@ -693,6 +693,18 @@ class _Run:
         point = self.retries.close(self.files, self.failed_output())
         await self.rewind(point, reason, await self.put_back(point.before))
 
+    async def retry_instead(self, reason: str) -> bool:
+        """A model that repeats itself within an attempt that can be done over is not stuck
+        yet: the attempt is (seen: a sampled attempt that read the same file again and again);
+        whether it was."""
+        if self.retries.can_retry():
+            await self.retry(f"the model repeated itself ({reason})")
+            return True
+        if self.retries.can_resample():
+            await self.rewind(self.retries.resample(), f"the model repeated itself ({reason})", [])
+            return True
+        return False
+
     async def rewind(self, point: BranchPoint, reason: str, restored: list[str]) -> None:
         """Go back to the prompt at `point`; the next request samples it anew."""
         self.archived.append(self.packer.to_dict())  # the attempt stays in the session's record
@@ -849,6 +861,8 @@ class _Run:
                 if parsed.edits:
                     self.guard.record(REPLY, key, True, notes[0] if notes else "")
             except _Stop as stop:
+                if stop.outcome == "stuck" and await self.retry_instead(stop.reason):
+                    continue
                 return stop.outcome, "", stop.reason
             except _Blocked as blocked:
                 pending = (str(blocked) + self.tail(), "note")

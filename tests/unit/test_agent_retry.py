@@ -165,3 +165,18 @@ def test_a_garbled_fresh_attempt_is_sampled_again_not_repaired(
     bodies = [r.body for r in cli_server.completions()]
     assert bodies[3]["prompt"] == bodies[0]["prompt"] and bodies[3]["seed"] == 2
     assert (ws / "calc.py").read_text() == RIGHT
+
+
+def test_a_fresh_attempt_that_repeats_a_call_is_sampled_again_not_stuck(
+    cli_server: FakeLlamaServer, ws: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    read = Reply(text=['<tool_call>\n{"name": "read_file", "arguments": {"path": "calc.py"}}\n'
+                       "</tool_call>"], prompt_seconds=0.01)  # fmt: skip
+    cli_server.script(edit("calc.py", HALF), edit("calc.py", HALF), read, read, read,
+                      edit("calc.py", RIGHT))  # fmt: skip
+    code, out, err = run(capsys, ws)
+    assert code == 0, err
+    retries = [e for e in json_lines(out) if e["event"] == "retry"]
+    assert [e["attempt"] for e in retries] == [2, 3]
+    assert retries[1]["reason"].startswith("the model repeated itself")
+    assert (ws / "calc.py").read_text() == RIGHT
