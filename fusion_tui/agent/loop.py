@@ -847,6 +847,10 @@ class _Run:
                 await self.retry("the fix changed nothing of the code that failed its checks")
                 continue
             if not parsed.items and not parsed.problems:
+                if self.retries.can_resample():  # a fresh attempt of words alone is none
+                    await self.rewind(self.retries.resample(),
+                                      "the fresh attempt gave words but no code", [])  # fmt: skip
+                    continue
                 nudge = self.nudge(parsed.prose)
                 if nudge is None:
                     return self.ending(parsed.prose)

@@ -180,3 +180,19 @@ def test_a_fresh_attempt_that_repeats_a_call_is_sampled_again_not_stuck(
     assert [e["attempt"] for e in retries] == [2, 3]
     assert retries[1]["reason"].startswith("the model repeated itself")
     assert (ws / "calc.py").read_text() == RIGHT
+
+
+def test_a_fresh_attempt_of_words_alone_is_sampled_again(
+    cli_server: FakeLlamaServer, ws: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    words = Reply(text=["Implement the function sub in calc.py."], prompt_seconds=0.01)
+    cli_server.script(edit("calc.py", HALF), edit("calc.py", HALF), words,
+                      edit("calc.py", RIGHT))  # fmt: skip
+    code, out, err = run(capsys, ws)
+    assert code == 0, err
+    retries = [e for e in json_lines(out) if e["event"] == "retry"]
+    assert [(e["attempt"], e["reason"]) for e in retries][1] == (
+        3,
+        "the fresh attempt gave words but no code",
+    )
+    assert (ws / "calc.py").read_text() == RIGHT
