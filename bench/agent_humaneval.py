@@ -177,8 +177,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", help="model short name or GGUF path (default: fusion's default)")
     ap.add_argument("--sample", type=int, default=10, help="problems (default 10; 0: all 164)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--problems", metavar="N,N,...",
-                    help="these HumanEval numbers instead of a sample (to look again at some)")
+    ap.add_argument(
+        "--problems",
+        metavar="N,N,...",
+        help="these HumanEval numbers instead of a sample (to look again at some)",
+    )
     ap.add_argument("--clients", default=",".join(CLIENTS))
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--timeout-s", type=float, default=600.0, help="per problem per client")
