@@ -9,13 +9,21 @@ prompt box (when the box is empty), so Enter sends it again once the server is r
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from fusion_tui.status import ServerStatus
+from fusion_tui.tui.screens.server_panel import PanelHost, ServerPanel
 from fusion_tui.tui.widgets.prompt_input import PromptInput
 
-if TYPE_CHECKING:
-    from fusion_tui.tui.screens.main import MainScreen
+
+class RelaunchHost(PanelHost, Protocol):
+    """What the relaunch uses of the main screen (a protocol: the screen imports this module)."""
+
+    server: ServerPanel
+
+    def start_server(self) -> object:
+        """Connect again in the screen's worker (adopt or launch)."""
+
 
 SAYING = (
     "**llama-server died of an illegal instruction (SIGILL) at this request.** Some CPUs "
@@ -24,7 +32,7 @@ SAYING = (
 )
 
 
-async def relaunch_after_sigill(screen: MainScreen, text: str) -> None:
+async def relaunch_after_sigill(screen: RelaunchHost, text: str) -> None:
     prompt = screen.query_one(PromptInput)
     if not prompt.text.strip():
         prompt.load_text(text)
