@@ -691,7 +691,7 @@ class _Run:
         """Close the failing attempt, put its files back, and go back to the prompt that
         produced it; the next request samples it anew (`Retries.sampling`)."""
         point = self.retries.close(self.files, self.failed_output())
-        await self.rewind(point, reason, await self.put_back(point.before))
+        self.rewind(point, reason, await self.put_back(point.before))
 
     async def retry_instead(self, reason: str) -> bool:
         """A model that repeats itself within an attempt that can be done over is not stuck
@@ -700,12 +700,17 @@ class _Run:
         if self.retries.can_retry():
             await self.retry(f"the model repeated itself ({reason})")
             return True
-        if self.retries.can_resample():
-            await self.rewind(self.retries.resample(), f"the model repeated itself ({reason})", [])
-            return True
-        return False
+        return self.resample(f"the model repeated itself ({reason})")
 
-    async def rewind(self, point: BranchPoint, reason: str, restored: list[str]) -> None:
+    def resample(self, reason: str) -> bool:
+        """A fresh attempt that has not written yet and could not be used: ask its prompt
+        again, when a retry is left; whether it was."""
+        if not self.retries.can_resample():
+            return False
+        self.rewind(self.retries.resample(), reason, [])
+        return True
+
+    def rewind(self, point: BranchPoint, reason: str, restored: list[str]) -> None:
         """Go back to the prompt at `point`; the next request samples it anew."""
         self.archived.append(self.packer.to_dict())  # the attempt stays in the session's record
         self.packer = self.packer.rewound(point.messages)
@@ -754,13 +759,17 @@ class _Run:
         if self.changed:
             if self.last_test is not None and not self.last_test.ok:
                 return "tests_failed", prose, self.tests_failed_reason()
-            return "completed", prose or f"Changed {', '.join(self.changed)}.", ""
+            return self.completed(prose)
         if wants_change(self.task):
             return "no_change", prose, "no file was changed"
         problem = finish_problem(prose)
         if problem is not None:
             return "no_answer", "", no_answer_reason(problem)
         return "completed", prose, ""
+
+    def completed(self, prose: str) -> tuple[Outcome, str, str]:
+        """A change task done: its summary is the model's words, else the files it changed."""
+        return "completed", prose or f"Changed {', '.join(self.changed)}.", ""
 
     def nudge(self, prose: str) -> str | None:
         """What to ask once when a reply would end the task without doing it (a change task
@@ -847,9 +856,7 @@ class _Run:
                 await self.retry("the fix changed nothing of the code that failed its checks")
                 continue
             if not parsed.items and not parsed.problems:
-                if self.retries.can_resample():  # a fresh attempt of words alone is none
-                    await self.rewind(self.retries.resample(),
-                                      "the fresh attempt gave words but no code", [])  # fmt: skip
+                if self.resample("the fresh attempt gave words but no code"):
                     continue
                 nudge = self.nudge(parsed.prose)
                 if nudge is None:
@@ -873,10 +880,7 @@ class _Run:
                 continue
             if not parsed.items or (parsed.problems and not wrote and not parsed.tool_calls):
                 problems = "; ".join(parsed.problems) or "the reply could not be read"
-                if self.retries.can_resample():
-                    await self.rewind(self.retries.resample(),
-                                      f"the fresh attempt's reply could not be used ({problems})",
-                                      [])  # fmt: skip
+                if self.resample(f"the fresh attempt's reply could not be used ({problems})"):
                     continue
                 failed += 1
                 self.emit(StepFailed(self.step, problems, reply.text))
@@ -891,19 +895,19 @@ class _Run:
                 self.failing = feedback is not None
                 if feedback is None:
                     self.retries.passed()
-                if feedback is not None:
-                    if self.rounds >= self.cfg.test_rounds and self.retries.can_retry():
-                        await self.retry(f"the checks still fail after {self.rounds} round(s) "
-                                         "of fixes")  # fmt: skip
-                        continue
+                    if not open_ends or self.tests_passed():
+                        return self.completed(parsed.prose)
+                else:
                     if self.rounds >= self.cfg.test_rounds:
+                        if self.retries.can_retry():
+                            await self.retry(f"the checks still fail after {self.rounds} "
+                                             "round(s) of fixes")  # fmt: skip
+                            continue
                         if self.last_test is not None and not self.last_test.ok:
                             return "tests_failed", parsed.prose, self.tests_failed_reason()
                         return "tests_failed", parsed.prose, "the files still do not compile"
                     self.rounds += 1
                     notes.append(feedback)
-                elif not open_ends or self.tests_passed():
-                    return "completed", parsed.prose or f"Changed {', '.join(self.changed)}.", ""
             pending = ("\n\n".join(notes) + self.tail(), "observation")
 
 

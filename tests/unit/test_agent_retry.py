@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -151,20 +152,30 @@ def test_same_code_leaves_out_docstrings_and_comments_only() -> None:
     assert not same_code(a, b, "notes.txt") and not same_code(a, "def f(:", "m.py")
 
 
+def retried_after_a_copy(
+    cli_server: FakeLlamaServer,
+    ws: Path,
+    capsys: pytest.CaptureFixture[str],
+    *fresh: Reply,
+) -> list[dict[str, Any]]:
+    """Half a fix, a copy of it (the first retry), then the `fresh` replies, then the right
+    code: the run completes with it; its `retry` events."""
+    cli_server.script(edit("calc.py", HALF), edit("calc.py", HALF), *fresh, edit("calc.py", RIGHT))
+    code, out, err = run(capsys, ws)
+    assert code == 0, err
+    assert (ws / "calc.py").read_text() == RIGHT
+    return [e for e in json_lines(out) if e["event"] == "retry"]
+
+
 def test_a_garbled_fresh_attempt_is_sampled_again_not_repaired(
     cli_server: FakeLlamaServer, ws: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     garbled = Reply(text=["calc.py\n```python\ndef sub(a, b):"], prompt_seconds=0.01)
-    cli_server.script(edit("calc.py", HALF), edit("calc.py", HALF), garbled,
-                      edit("calc.py", RIGHT))  # fmt: skip
-    code, out, err = run(capsys, ws)
-    assert code == 0, err
-    retries = [e for e in json_lines(out) if e["event"] == "retry"]
+    retries = retried_after_a_copy(cli_server, ws, capsys, garbled)
     assert [(e["attempt"], e["restored"]) for e in retries] == [(2, ["calc.py"]), (3, [])]
     assert "could not be used" in retries[1]["reason"]
     bodies = [r.body for r in cli_server.completions()]
     assert bodies[3]["prompt"] == bodies[0]["prompt"] and bodies[3]["seed"] == 2
-    assert (ws / "calc.py").read_text() == RIGHT
 
 
 def test_a_fresh_attempt_that_repeats_a_call_is_sampled_again_not_stuck(
@@ -172,27 +183,17 @@ def test_a_fresh_attempt_that_repeats_a_call_is_sampled_again_not_stuck(
 ) -> None:
     read = Reply(text=['<tool_call>\n{"name": "read_file", "arguments": {"path": "calc.py"}}\n'
                        "</tool_call>"], prompt_seconds=0.01)  # fmt: skip
-    cli_server.script(edit("calc.py", HALF), edit("calc.py", HALF), read, read, read,
-                      edit("calc.py", RIGHT))  # fmt: skip
-    code, out, err = run(capsys, ws)
-    assert code == 0, err
-    retries = [e for e in json_lines(out) if e["event"] == "retry"]
+    retries = retried_after_a_copy(cli_server, ws, capsys, read, read, read)
     assert [e["attempt"] for e in retries] == [2, 3]
     assert retries[1]["reason"].startswith("the model repeated itself")
-    assert (ws / "calc.py").read_text() == RIGHT
 
 
 def test_a_fresh_attempt_of_words_alone_is_sampled_again(
     cli_server: FakeLlamaServer, ws: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     words = Reply(text=["Implement the function sub in calc.py."], prompt_seconds=0.01)
-    cli_server.script(edit("calc.py", HALF), edit("calc.py", HALF), words,
-                      edit("calc.py", RIGHT))  # fmt: skip
-    code, out, err = run(capsys, ws)
-    assert code == 0, err
-    retries = [e for e in json_lines(out) if e["event"] == "retry"]
+    retries = retried_after_a_copy(cli_server, ws, capsys, words)
     assert [(e["attempt"], e["reason"]) for e in retries][1] == (
         3,
         "the fresh attempt gave words but no code",
     )
-    assert (ws / "calc.py").read_text() == RIGHT
