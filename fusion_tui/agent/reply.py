@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
-_FENCE = re.compile(r"^(`{3,}|~{3,})\s*([^`\s]*)\s*(\S*)\s*$")
+FENCE = re.compile(r"^(`{3,}|~{3,})\s*([^`\s]*)\s*(\S*)\s*$")
+"""A fence line: the fence, its info word (a language or a path), and a path after it."""
 _PATH = re.compile(r"^[\w.\-/]+\.[\w]+$|^[\w.\-/]*/[\w.\-]+$")
 _SEARCH, _DIVIDER, _REPLACE = "<<<<<<< SEARCH", "=======", ">>>>>>> REPLACE"
 SHELL_LANGS = frozenset({"bash", "sh", "shell", "console", "zsh", "text", "txt", "plaintext"})
@@ -99,9 +100,9 @@ def _bare_call(text: str) -> ToolCall | None:
     """A reply that is nothing but one JSON call: `{"name", "arguments"}` or `{"tool", "args"}`,
     also with a stray fence line before or after it (seen, sampled: the call, then a lone ```)."""
     lines = text.strip().split("\n")
-    while lines and _FENCE.match(lines[0]) and len(lines) > 1:
+    while lines and FENCE.match(lines[0]) and len(lines) > 1:
         lines = lines[1:]
-    while lines and _FENCE.match(lines[-1]) and len(lines) > 1:
+    while lines and FENCE.match(lines[-1]) and len(lines) > 1:
         lines = lines[:-1]
     s = "\n".join(lines).strip()
     if not (s.startswith("{") and s.endswith("}")):
@@ -159,7 +160,7 @@ def _blocks(text: str, reply: Reply, prose: list[str]) -> None:
     lines = text.split("\n")
     i = 0
     while i < len(lines):
-        m = _FENCE.match(lines[i])
+        m = FENCE.match(lines[i])
         if m is None:
             prose.append(lines[i])
             i += 1

@@ -15,11 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fusion_tui.agent.events import DraftKind
-from fusion_tui.agent.reply import path_of
+from fusion_tui.agent.reply import FENCE, path_of
 
 MAX_CHARS = 64_000
 """Longer drafts are read only in their last MAX_CHARS characters (a display, not a parse)."""
-_FENCE = re.compile(r"^(`{3,}|~{3,})\s*([^`\s]*)\s*(\S*)\s*$")
 _CLOSE = "</tool_call>"
 _NAME = re.compile(r'"(?:name|tool)"\s*:\s*"([^"\\]+)"')
 
@@ -71,7 +70,7 @@ def _open_block(text: str) -> Draft | None:
     fence: str | None = None
     start = 0
     for i, line in enumerate(lines):
-        m = _FENCE.match(line)
+        m = FENCE.match(line)
         if m is None:
             continue
         if fence is None:
@@ -80,7 +79,7 @@ def _open_block(text: str) -> Draft | None:
             fence = None
     if fence is None:
         return None
-    m = _FENCE.match(lines[start])
+    m = FENCE.match(lines[start])
     assert m is not None
     path = path_of(m.group(3)) or (path_of(m.group(2)) if "." in m.group(2) else None)
     above = [line for line in lines[:start] if line.strip()]
