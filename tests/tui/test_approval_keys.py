@@ -79,3 +79,41 @@ async def test_typing_that_hit_the_modal_lands_back_in_the_prompt_box() -> None:
         backend, ApprovalModal, (80, 24), "run it", "and then? y",
         f"decided: {Decision.ALLOW_ONCE.value}",
     )  # fmt: skip
+
+
+async def test_tab_moves_among_the_buttons_only() -> None:
+    """From Deny (focused first) Tab wraps to Allow once, so Tab then Enter presses a button."""
+    app = Host()
+    async with guarded.modal_up(app, (80, 24), open_modal) as (pilot, _modal, task, clock):
+        await pilot.pause()
+        clock.advance(5.0)
+        visited = []
+        for _ in range(3):
+            await pilot.press("tab")
+            visited.append(app.focused.id if app.focused else None)
+        assert visited == ["allow-once", "allow-prefix", "deny"]
+        await pilot.press("shift+tab", "enter")
+        assert await asyncio.wait_for(task, 5) is Decision.ALLOW_PREFIX
+
+
+async def test_page_down_scrolls_a_long_diff() -> None:
+    long_diff = "\n".join(f"+line {i}" for i in range(60))
+    request = ApprovalRequest("write", "write_file", "big.py", long_diff)
+    app = Host()
+
+    async def open_long(app: App[Any], clock: FakeClock) -> tuple[ApprovalModal, Any]:
+        approver = TuiApprover(app, clock=clock)
+        return await guarded.open_guarded(
+            app, approver.decide(request), ApprovalModal, "approval modal"
+        )
+
+    async with guarded.modal_up(app, (80, 24), open_long) as (pilot, modal, task, clock):
+        await pilot.pause()
+        clock.advance(5.0)
+        detail = modal.query_one("#approval-detail")
+        assert detail.scroll_y == 0
+        await pilot.press("pagedown")
+        await pilot.pause()
+        assert detail.scroll_y > 0
+        assert app.focused is not None and app.focused.id == "deny"
+        task.cancel()

@@ -7,7 +7,9 @@ prefix only) and "deny". The answer is a `Decision`; the model never sees this s
 The modal pops up while the user may be typing the next message, so no typed character answers
 it: letters (and space) are text, kept in `typed` and handed back to the prompt box when the
 modal closes. Decisions take deliberate keys: Ctrl+Y allows once, Enter presses the highlighted
-button (Deny at first; Tab or the arrows move), Esc denies, or a click. None counts within
+button (Deny at first; Tab or the arrows move among the buttons only), Esc denies, or a click.
+The diff or command above the buttons scrolls with PageUp/PageDown and is not in the Tab chain:
+a Tab that landed on it made the Enter after it press nothing. None counts within
 `APPROVAL_GRACE_S` of the modal appearing or of a key it took as typing, so an Enter or Esc
 that was still on its way from the prompt box decides nothing either.
 """
@@ -40,6 +42,8 @@ class ApprovalModal(GuardedModal[Decision]):
     BINDINGS = [
         Binding("escape", "deny", "Deny", show=False),
         Binding("ctrl+y", "allow_once", "Allow once", show=False),
+        Binding("pageup", "scroll_detail(-1)", show=False),
+        Binding("pagedown", "scroll_detail(1)", show=False),
     ]
 
     DEFAULT_CSS = """
@@ -83,7 +87,7 @@ class ApprovalModal(GuardedModal[Decision]):
             box.border_title = f"The agent wants to use {req.tool}"
             box.border_subtitle = KEYS_HINT
             yield Static(heading(req), id="approval-heading", markup=False)
-            with VerticalScroll(id="approval-detail"):
+            with VerticalScroll(id="approval-detail", can_focus=False):
                 if req.kind == "shell":
                     yield Static(f"$ {req.detail or req.target}", markup=False)
                 else:
@@ -109,6 +113,13 @@ class ApprovalModal(GuardedModal[Decision]):
             "deny": Decision.DENY,
         }
         self.dismiss(actions.get(event.button.id or "", Decision.DENY))
+
+    def action_scroll_detail(self, pages: int) -> None:
+        detail = self.query_one("#approval-detail", VerticalScroll)
+        if pages < 0:
+            detail.scroll_page_up()
+        else:
+            detail.scroll_page_down()
 
     def action_allow_once(self) -> None:
         self.dismiss(Decision.ALLOW_ONCE)
