@@ -13,7 +13,6 @@ from fusion_tui.agent.prompt import (
     build_stable_prefix,
     volatile_tail,
 )
-from fusion_tui.agent.tools.registry import CORE_TOOLS
 
 
 def chatml_render(messages: list[dict[str, str]]) -> str:
@@ -68,8 +67,8 @@ def test_packer_matches_a_full_render_and_only_appends() -> None:
 
 def test_stable_prefix_is_identical_for_equal_inputs_and_has_no_machine_facts() -> None:
     facts = MachineFacts("m.gguf", 4, 4096, 31.6, "none")
-    a = build_stable_prefix(CORE_TOOLS, facts, "py project")
-    b = build_stable_prefix(CORE_TOOLS, MachineFacts("m.gguf", 4, 4096, 31.6, "none"), "py project")
+    a = build_stable_prefix(facts, "py project")
+    b = build_stable_prefix(MachineFacts("m.gguf", 4, 4096, 31.6, "none"), "py project")
     assert a == b
     assert "machine facts" not in a and "m.gguf" not in a  # the model has no use for them
     assert "left]" not in a and "[step" not in a  # no volatile facts in the stable prefix
@@ -90,8 +89,14 @@ def test_resume_from_dict_continues_the_same_prefix() -> None:
 
 
 def test_volatile_tail_format() -> None:
-    assert volatile_tail(3, 40, 7_200_000) == "\n\n[step 3 of 40 · 2h00m left]"
-    assert volatile_tail(1, 5, 65_000) == "\n\n[step 1 of 5 · 1m05s left]"
+    assert volatile_tail(39, 40, 7_200_000) == "\n\n[step 39 of 40 · 2h00m left]"
+    assert volatile_tail(1, 5, 59_000) == "\n\n[step 1 of 5 · 0m59s left]"
+
+
+def test_the_budget_note_waits_until_the_task_is_nearly_out() -> None:
+    assert volatile_tail(3, 40, 7_200_000) == ""
+    assert volatile_tail(38, 40, 7_200_000) == ""
+    assert volatile_tail(1, 5, 60_000) == ""
 
 
 def test_context_meter_uses_server_counts() -> None:
