@@ -33,6 +33,7 @@ from fusion_tui.agent.prompt import (
     build_stable_prefix,
 )
 from fusion_tui.agent.task import AgentConfig, AgentDeps
+from fusion_tui.agent.tools.registry import CORE_TOOLS
 from fusion_tui.agent.tools.workspace import Workspace
 from fusion_tui.server.types import StreamEnd, StreamEvent, TextDelta, Timings
 
@@ -126,7 +127,7 @@ def script(steps: int) -> list[str]:
 async def one_run(root: Path, steps: int, naive: bool) -> tuple[float, float, float]:
     server = InstantServer(script(steps))
     frame = TemplateFrame.chatml()
-    stable = build_stable_prefix(MachineFacts("bench", 4, 8192, 100.0), "bench")
+    stable = build_stable_prefix(CORE_TOOLS, MachineFacts("bench", 4, 8192, 100.0), "bench")
     deps = AgentDeps(
         completion=server,
         slots=Slots(),

@@ -39,6 +39,7 @@ from fusion_tui.agent.events import AgentEvent, RepeatBlocked, ToolFinished, too
 from fusion_tui.agent.loop import run_task
 from fusion_tui.agent.prompt import MachineFacts, TemplateFrame, build_stable_prefix
 from fusion_tui.agent.task import AgentConfig, AgentDeps
+from fusion_tui.agent.tools.registry import CORE_TOOLS
 from fusion_tui.agent.tools.workspace import Workspace
 from fusion_tui.demo_model import demo_model_path
 from fusion_tui.server.errors import ServerError
@@ -218,7 +219,7 @@ async def main(runs: int, max_steps: int, threads: int, show_calls: bool) -> Non
         props = await client.props()
         frame = await TemplateFrame.probe(client.apply_template)
         facts = MachineFacts("SmolLM2-135M-Instruct", props.total_slots, props.n_ctx)
-        stable = build_stable_prefix(facts)
+        stable = build_stable_prefix(CORE_TOOLS, facts)
         cfg = AgentConfig(max_steps=max_steps, n_predict=128, finalize=False)
         results: dict[str, list[list[Count]]] = {"ours": [], "baseline": []}
 

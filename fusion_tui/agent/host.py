@@ -17,6 +17,8 @@ from fusion_tui.agent.delegate import DelegatePolicy
 from fusion_tui.agent.endpoint_run import EndpointRun
 from fusion_tui.agent.prompt import MachineFacts, PrefixReuse, TemplateFrame, build_stable_prefix
 from fusion_tui.agent.request import CompletionFn
+from fusion_tui.agent.task import tools_for
+from fusion_tui.agent.tools.registry import CORE_TOOLS
 from fusion_tui.server.connect import Connection
 from fusion_tui.server.process.probe import model_display_name
 from fusion_tui.server.types import StreamEvent
@@ -128,7 +130,8 @@ class AgentHost:
                 slot_affine=conn.record is not None,
                 configured_workers=configured_workers,
             )
-        prefix = build_stable_prefix(machine, project_facts)
+        tools = tools_for(CORE_TOOLS, delegate is not None)
+        prefix = build_stable_prefix(tools, machine, project_facts)
         return cls(conn, pool, gate, frame, machine, prefix, delegate, idle_timeout)
 
     def completion(self) -> CompletionFn:

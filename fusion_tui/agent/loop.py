@@ -75,14 +75,7 @@ from fusion_tui.agent.finish_check import (
     wants_change,
 )
 from fusion_tui.agent.loop_guard import LoopGuard
-from fusion_tui.agent.prompt import (
-    ContextMeter,
-    PromptPacker,
-    observation,
-    render_tools,
-    tools_needed,
-    volatile_tail,
-)
+from fusion_tui.agent.prompt import ContextMeter, PromptPacker, observation, volatile_tail
 from fusion_tui.agent.protocol import Action, StepInvalid, validate_args
 from fusion_tui.agent.reply import FileBlock, Reply, SearchReplace, ToolCall, parse_reply
 from fusion_tui.agent.request import Reply as Streamed
@@ -130,8 +123,6 @@ class _Run:
         self.started = self.clock.now()
         self.ceiling = self.started + config.max_duration_ms / 1000
         self.tools = tools_for(deps.tools, deps.delegate is not None)
-        self.tools_offered = False
-        """The task's first message listed the tools (`prompt.tools_needed`)."""
         if resume is not None:
             resume.set_stable(deps.stable_prefix)
         self.packer = resume or PromptPacker(deps.frame, deps.stable_prefix)
@@ -208,9 +199,8 @@ class _Run:
 
     async def first_message(self) -> str:
         """The task, the files it is about and the names of the others."""
-        if not self.deps.workspace_facts:  # nothing shown: the tools are how it looks
-            self.tools_offered = True
-            return self.task + self.tools_text() + self.tail()
+        if not self.deps.workspace_facts:
+            return self.task + self.tail()
         files = workspace_files(self.deps.workspace)
         for path in named_unlisted(self.task, files):
             try:
@@ -229,20 +219,7 @@ class _Run:
         if self.packer.messages:  # a session that goes on: what it holds unchanged stays there
             held = self.packer.holds
             chat = chat.without([p for p, t in chat.shown.items() if held(file_block(p, t))])
-        self.tools_offered = tools_needed(not chat.others)
-        tools = self.tools_text()
-        return (
-            f"{self.task}\n\n{self.files_section(chat)}{await self.tests_before()}{tools}"
-            f"{self.tail()}"
-        )
-
-    def tools_text(self) -> str:
-        """The tool list for a message of this task (`prompt.tools_needed`), unless the session's
-        transcript already holds it."""
-        if not self.tools_offered:
-            return ""
-        text = render_tools(self.tools)
-        return "" if self.packer.holds(text) else f"\n\n{text}"
+        return f"{self.task}\n\n{self.files_section(chat)}{await self.tests_before()}{self.tail()}"
 
     async def chars_per_token(self) -> float:
         """Characters per token of this model's tokenizer, from the server's count of the
@@ -379,9 +356,8 @@ class _Run:
             return
         self.archived.append(self.packer.to_dict())
         self.retries.passed()  # the transcript before the summary cannot be gone back to
-        tools = f"\n\n{render_tools(self.tools)}" if self.tools_offered else ""
-        first = f"{self.task}\n\n### summary of the work so far\n{reply.text.strip()}"
-        self.packer = self.packer.restarted(first + tools + self.tail())
+        first = f"{self.task}\n\n### summary of the work so far\n{reply.text.strip()}{self.tail()}"
+        self.packer = self.packer.restarted(first)
         if self.deps.prefix_reuse == "none":
             note = "compaction costs a full re-read: this model's prefix reuse is none"
         else:

@@ -26,6 +26,7 @@ from fusion_tui.agent.loop import run_task
 from fusion_tui.agent.prompt import MachineFacts, TemplateFrame, build_stable_prefix
 from fusion_tui.agent.reply import parse_reply
 from fusion_tui.agent.task import AgentConfig, AgentDeps
+from fusion_tui.agent.tools.registry import CORE_TOOLS
 from fusion_tui.agent.tools.workspace import Workspace
 from fusion_tui.server.http.client import LlamaClient
 from tests.server.real_backend import RealServer, server_fixture
@@ -60,7 +61,7 @@ async def test_a_real_step_streams_progress_and_its_action_forming(
             gate=ApprovalGate(DenyAll()),
             workspace=Workspace(tmp_path),
             frame=frame,
-            stable_prefix=build_stable_prefix(facts),
+            stable_prefix=build_stable_prefix(CORE_TOOLS, facts),
             n_ctx=props.n_ctx,
             on_event=events.append,
         )

@@ -156,7 +156,7 @@ async def test_when_even_the_compacted_prompt_cannot_fit_the_turn_ends_saying_wh
 ) -> None:
     with (
         FakeLlamaServer(total_slots=2, n_ctx=16384) as a,
-        FakeLlamaServer(total_slots=2, n_ctx=512) as b,  # smaller than the system prompt
+        FakeLlamaServer(total_slots=2, n_ctx=2048) as b,  # smaller than the tools' prefix
     ):
         b.refuse_over_ctx = True
         backend = AgentBackend(Settings(server=alpha_beta(a, b)), paths, big_ws)
@@ -172,7 +172,7 @@ async def test_when_even_the_compacted_prompt_cannot_fit_the_turn_ends_saying_wh
         sent = prompts(b)
     note = done(events).note
     assert done(events).outcome == "error"
-    assert "a slot on beta holds 512" in note and "moved there from alpha" in note, note
+    assert "a slot on beta holds 2,048" in note and "moved there from alpha" in note, note
     assert "Your words and the session are kept" in note
     assert all(len(p) < b.n_ctx for p in sent)  # nothing beta had to refuse
     stored = SessionStore.default(paths).load(backend.session.id)

@@ -13,6 +13,7 @@ import anyio
 from fusion_tui.agent.approval import ApprovalGate, ApprovalRequest, Decision
 from fusion_tui.agent.prompt import MachineFacts, TemplateFrame, build_stable_prefix
 from fusion_tui.agent.task import AgentDeps
+from fusion_tui.agent.tools.registry import CORE_TOOLS
 from fusion_tui.agent.tools.workspace import Workspace
 from fusion_tui.server.types import StreamEnd, StreamEvent, TextDelta, Timings
 from tests.fakes.clock import FakeClock
@@ -131,7 +132,7 @@ def make_deps(
         gate=ApprovalGate(approver or Recorder()),
         workspace=Workspace(root),
         frame=TemplateFrame.chatml(),
-        stable_prefix=build_stable_prefix(facts, "a tiny test project"),
+        stable_prefix=build_stable_prefix(CORE_TOOLS, facts, "a tiny test project"),
         n_ctx=kw.pop("n_ctx", 100_000),
         clock=script.clock,
         on_event=sink,

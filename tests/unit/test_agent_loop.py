@@ -77,8 +77,9 @@ async def test_consecutive_requests_extend_the_previous_prompt_exactly(ws: Path)
     prompts = [b["prompt"] for b in script.bodies]
     for prev, cur in itertools.pairwise(prompts):
         assert cur.startswith(prev), "a request rewrote bytes of the previous prompt"
-    # the stable prefix (the system message) opens every request
+    # the stable prefix (system message with the tools) opens every request
     assert all(p.startswith(prompts[0].split("<|im_start|>user")[0]) for p in prompts)
+    assert all('"name": "read_file"' in p for p in prompts)
     # the fake server reused the previous prompt and its output: nothing already held is re-read
     outputs = [act("list_dir").text, "<tool_call>not json at all</tool_call>"]
     for i, out in enumerate(outputs, start=1):
@@ -286,28 +287,3 @@ async def test_a_fix_given_with_an_unchanged_test_file_completes(tmp_path: Path)
     deps = make_deps(tmp_path, script, approver=HeadlessApprover(yes=True))
     res = await run_task("fix calc.py", session_id="s", deps=deps)
     assert (res.outcome, res.steps, res.changed) == ("completed", 1, ["calc.py"])
-
-
-async def test_a_task_with_every_file_shown_gets_no_tool_list(ws: Path) -> None:
-    script = Script(FakeClock(start=1000.0), [Say("It prints hi.")])
-    await run_task("what does hello.py print?", session_id="s", deps=make_deps(ws, script))
-    first = script.bodies[0]["prompt"]
-    assert "print('hi')" in first  # the file is in front of the model
-    assert "# Tools" not in first and "<tool_call>" not in first
-
-
-async def test_a_task_with_files_not_shown_lists_the_tools_once(tmp_path: Path) -> None:
-    """Files too many to show: the first message lists the tools; the session's next task,
-    whose transcript already holds the list, does not list them again."""
-    for i in range(30):
-        (tmp_path / f"mod{i}.py").write_text(f"X = {i}\n")
-    script = Script(
-        FakeClock(start=1000.0),
-        [act("read_file", path="mod3.py"), Say("It is 3."), Say("It is 4.")],
-    )
-    deps = make_deps(tmp_path, script)
-    res = await run_task("what is X in mod3.py?", session_id="s", deps=deps)
-    assert script.bodies[0]["prompt"].count("# Tools") == 1
-    assert '"name": "read_file"' in script.bodies[0]["prompt"]
-    await run_task("and in mod4.py?", session_id="s", deps=deps, resume=res.packer)
-    assert script.bodies[-1]["prompt"].count("# Tools") == 1  # the first task's, held

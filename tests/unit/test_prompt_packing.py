@@ -13,6 +13,7 @@ from fusion_tui.agent.prompt import (
     build_stable_prefix,
     volatile_tail,
 )
+from fusion_tui.agent.tools.registry import CORE_TOOLS
 
 
 def chatml_render(messages: list[dict[str, str]]) -> str:
@@ -67,8 +68,8 @@ def test_packer_matches_a_full_render_and_only_appends() -> None:
 
 def test_stable_prefix_is_identical_for_equal_inputs_and_has_no_machine_facts() -> None:
     facts = MachineFacts("m.gguf", 4, 4096, 31.6, "none")
-    a = build_stable_prefix(facts, "py project")
-    b = build_stable_prefix(MachineFacts("m.gguf", 4, 4096, 31.6, "none"), "py project")
+    a = build_stable_prefix(CORE_TOOLS, facts, "py project")
+    b = build_stable_prefix(CORE_TOOLS, MachineFacts("m.gguf", 4, 4096, 31.6, "none"), "py project")
     assert a == b
     assert "machine facts" not in a and "m.gguf" not in a  # the model has no use for them
     assert "left]" not in a and "[step" not in a  # no volatile facts in the stable prefix

@@ -143,10 +143,9 @@ async def test_the_template_frame_is_probed_once_per_daemon(srv: FakeLlamaServer
     await conn.client.aclose()
     assert sum(r.path == "/apply-template" for r in srv.requests) == 1
     assert host.frame == TemplateFrame.chatml()  # the fake renders ChatML
-    assert host.stable_prefix.endswith("say in one sentence what you did.")
-    assert "# Tools" not in host.stable_prefix  # a task lists them when it needs them
+    assert host.stable_prefix.endswith("to change one, write its file.")  # the tools close it
     assert "- prefix reuse:" not in host.stable_prefix  # no machine facts: the model has no use
-    assert host.delegate is not None  # three slots: fan-out is offered (in the tool list)
+    assert "- delegate(" in host.stable_prefix  # three slots: fan-out is offered
 
 
 async def test_machine_facts_take_the_probe_rate_and_the_fits_reuse_class(
