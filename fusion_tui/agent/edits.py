@@ -23,6 +23,10 @@ from dataclasses import dataclass
 from fusion_tui.agent.checks import syntax_problem
 from fusion_tui.agent.reply import FileBlock, SearchReplace
 
+EXAMPLE_PATH = "path/of/the/file.py"
+"""The path of the system message's example block. A model that copies it (the 1.5B coder did,
+with a system message that ended on the example) means the file in the chat, not a new file."""
+
 
 class EditRefused(Exception):
     """The edit cannot be applied; the message tells the model what to do instead."""
@@ -79,6 +83,8 @@ def _is_docstring(node: ast.stmt) -> bool:
 def resolve_path(path: str | None, block: str, files: Mapping[str, str], known: set[str]) -> str:
     """The workspace path an edit is for. `files`: the files in the chat (path → text);
     `known`: every file path of the workspace the loop knows of."""
+    if path == EXAMPLE_PATH and path not in known and path not in files:
+        path = None  # the system message's example, copied: the block says no path of its own
     if path is not None:
         if path in known or path in files:
             return path

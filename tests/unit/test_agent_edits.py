@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from fusion_tui.agent.edits import EditRefused, merge_python, resolve, search_replace
+from fusion_tui.agent.edits import (
+    EXAMPLE_PATH,
+    EditRefused,
+    merge_python,
+    resolve,
+    search_replace,
+)
+from fusion_tui.agent.prompt import SYSTEM_PROMPT
 from fusion_tui.agent.reply import FileBlock, SearchReplace
 
 STATS = "import math\n\n\ndef mean(xs):\n    return sum(xs) / len(xs)\n\n\ndef sd(xs):\n    pass\n"
@@ -26,6 +33,13 @@ def test_a_pathless_block_for_no_known_file_is_refused_when_two_are_in_the_chat(
     files = {"a.py": "x = 1\n", "b.py": "y = 2\n"}
     with pytest.raises(EditRefused, match="which file it is for"):
         resolved(FileBlock(None, "z = 3\n"), files)
+
+
+def test_the_system_message_example_path_copied_means_the_file_in_the_chat() -> None:
+    assert f"\n{EXAMPLE_PATH}\n```" in SYSTEM_PROMPT
+    files = {"solution.py": "def f():\n    raise NotImplementedError\n"}
+    block = FileBlock(EXAMPLE_PATH, "def f():\n    return 1\n")
+    assert resolved(block, files)[:2] == ("solution.py", "def f():\n    return 1\n")
 
 
 def test_a_base_name_names_the_one_file_that_has_it() -> None:
