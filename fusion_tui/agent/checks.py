@@ -142,14 +142,17 @@ def check_label(command: str) -> str:
 
 
 def examples_failed(exit: int | None, output: str) -> bool:
-    """Whether the run found a wrong example (or ran past its time), as opposed to a file that
-    could not be imported at all (exit 2)."""
-    return exit is None or (exit == 1 and "Failed example:" in output)
+    """Whether the run found a wrong example, ran past its time, or found the file raising while
+    it was imported (exit 3), as opposed to a file that needs a module the interpreter lacks
+    (exit 2)."""
+    return exit is None or exit == 3 or (exit == 1 and "Failed example:" in output)
 
 
 def examples_feedback(command: str, exit: int | None, output_tail: str, rounds_left: int) -> str:
     """The message that tells the model the examples in its docstrings do not hold."""
-    how = "timed out" if exit is None else "do not hold"
+    how = {None: "timed out", 3: "could not run: the file raised an error as it was imported"}.get(
+        exit, "do not hold"
+    )
     more = (
         "The examples are part of the specification: fix the code so that they hold, and give "
         "the corrected file in full."

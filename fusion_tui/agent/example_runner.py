@@ -10,8 +10,10 @@ judged by the interpreter the project uses. Two kinds of example count:
   `value` a Python literal. A line that does not read so (`is_happy(a) => False`, where `a` is
   no literal) is passed over: an example written loosely is no specification to hold code to.
 Each failed example is printed as doctest prints one ("Failed example:"). Exit 1: an example
-failed; 0: all held (or there were none); 2: a file could not be imported, which says nothing
-about the code (a package that interpreter lacks).
+failed; 0: all held (or there were none); 2: a file could not be imported for want of a module,
+which says nothing about the code (a package that interpreter lacks); 3: the file's own code
+raised while it was imported (a stray `python` line left from a code fence: `NameError`), which
+is a verdict against the code: no example can run.
 """
 
 from __future__ import annotations
@@ -134,11 +136,16 @@ def main(paths: list[str]) -> int:
     for path in paths:
         try:
             failed += check(path, out)
-        except BaseException:  # the file did not import: no verdict on the code
+        except ImportError:  # a module the interpreter lacks: no verdict on the code
             sys.stdout.write("".join(out))
             print(f"could not import {path}:", file=sys.stderr)
             traceback.print_exc()
             return 2
+        except BaseException:  # the file's own code raised while importing
+            sys.stdout.write("".join(out))
+            print(f"{path} raised an error while it was imported:")
+            traceback.print_exc(file=sys.stdout)
+            return 3
     sys.stdout.write("".join(out))
     if failed:
         print(f"***Test Failed*** {failed} failures.")

@@ -192,6 +192,7 @@ def test_a_file_that_cannot_be_imported_is_no_failed_example() -> None:
     assert examples_failed(None, "")  # ran past its time: code that loops
     assert not examples_failed(2, "ModuleNotFoundError: No module named 'numpy'")
     assert not examples_failed(0, "")
+    assert examples_failed(3, "NameError: name 'python' is not defined")  # the file's own code
 
 
 def test_a_hidden_file_the_task_names_comes_with_the_task(

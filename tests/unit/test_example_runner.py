@@ -68,6 +68,14 @@ def test_a_file_that_cannot_be_imported_gives_no_verdict(tmp_path: Path) -> None
     assert "Failed example" not in done.stdout and "no_such_package_here" in done.stderr
 
 
+def test_a_file_whose_own_code_raises_as_it_is_imported_is_a_verdict(tmp_path: Path) -> None:
+    """A stray `python` line left from a code fence compiles, and raises NameError on import."""
+    done = run(tmp_path, "python\n" + STATED)
+    assert done.returncode == 3
+    assert "raised an error while it was imported" in done.stdout
+    assert "NameError: name 'python' is not defined" in done.stdout
+
+
 def test_a_main_block_does_not_run(tmp_path: Path) -> None:
     done = run(tmp_path, STATED + '\nif __name__ == "__main__":\n    input()\n')
     assert done.returncode == 0, done.stderr
