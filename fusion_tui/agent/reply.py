@@ -29,6 +29,10 @@ _PATH = re.compile(r"^[\w.\-/]+\.[\w]+$|^[\w.\-/]*/[\w.\-]+$")
 _SEARCH, _DIVIDER, _REPLACE = "<<<<<<< SEARCH", "=======", ">>>>>>> REPLACE"
 SHELL_LANGS = frozenset({"bash", "sh", "shell", "console", "zsh", "text", "txt", "plaintext"})
 """Blocks in these languages are shown commands or output, never a file's content."""
+PYTHON_WORDS = ("python", "py", "python3")
+"""A block's first line that is one of these is its language written a line too low, never
+code: a file starting `python` compiles and raises NameError when imported (the 1.5B wrote
+one on HumanEval/90)."""
 _NOT_PATHS = frozenset({"python", "py", "bash", "sh", "json", "yaml", "text"})
 
 
@@ -220,6 +224,8 @@ def _one_block(path: str | None, lang: str, body: list[str], reply: Reply) -> No
         return
     if lang in SHELL_LANGS and path is None:
         return  # a command or its output, shown
+    if body and lang in ("", *PYTHON_WORDS) and body[0].strip().lower() in PYTHON_WORDS:
+        lang, body = body[0].strip().lower(), body[1:]  # "```" then "python" on a line of its own
     content = "\n".join(body)
     reply.items.append(FileBlock(path, content + "\n" if content else "", lang))
 

@@ -52,6 +52,12 @@ def test_a_path_in_the_fence_info_and_a_block_without_any_path() -> None:
     assert bare.items == [FileBlock(None, "x = 2\n", "python")]
 
 
+@pytest.mark.parametrize("fence", ["```\npython", "```python\npython", "```\nPython "])
+def test_the_language_on_the_line_below_the_fence_is_not_code(fence: str) -> None:
+    reply = parse_reply(f"solution.py\n{fence}\ndef f():\n    return 1\n```")
+    assert reply.items == [FileBlock("solution.py", "def f():\n    return 1\n", "python")]
+
+
 def test_shell_blocks_without_a_path_are_shown_commands_not_files() -> None:
     reply = parse_reply("Run:\n```bash\npytest -q\n```\nand it passes.")
     assert reply.items == [] and "and it passes." in reply.prose
