@@ -230,31 +230,25 @@ async def chat_backend() -> None:
     with FakeLlamaServer(total_slots=4, n_ctx=4096) as srv:
         backend = make_backend(external(srv.url), paths_for("chat-backend"))
         await backend.start(lambda _s: None)
-        try:
-            srv.script(Reply(text=["Hel", "lo", " there", "."]))
-            TRACER.start()
-            events = [e async for e in backend.reply("hello there")]
-            TRACER.stop()
-            print(
-                "turn 1 ended with", type(events[-1]).__name__, getattr(events[-1], "outcome", "")
-            )
-            TRACER.report("chat-backend-turn1")
 
+        async def turn(n: int, text: str, answer: list[str]) -> None:
+            srv.script(Reply(text=answer))
+            TRACER.start()
+            events = [e async for e in backend.reply(text)]
+            TRACER.stop()
+            last = events[-1]
+            print(f"turn {n} ended with", type(last).__name__, getattr(last, "outcome", ""))
+            TRACER.report(f"chat-backend-turn{n}")
+
+        try:
+            await turn(1, "hello there", ["Hel", "lo", " there", "."])
             srv.script(Reply(text=['"Greeting"']))
             TRACER.start()
             title = await backend.make_title()
             TRACER.stop()
             print("title:", title)
             TRACER.report("chat-backend-title")
-
-            srv.script(Reply(text=["Fine", ", thanks."]))
-            TRACER.start()
-            events = [e async for e in backend.reply("and again")]
-            TRACER.stop()
-            print(
-                "turn 2 ended with", type(events[-1]).__name__, getattr(events[-1], "outcome", "")
-            )
-            TRACER.report("chat-backend-turn2")
+            await turn(2, "and again", ["Fine", ", thanks."])
         finally:
             await backend.close()
 
