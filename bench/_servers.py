@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import itertools
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Sequence
@@ -27,6 +28,13 @@ from fusion_tui.server.http.client import LlamaClient
 
 AUTO_SLOTS = 4
 """llama-server's slot count when `-np` is not given (measured on this build: `n_slots = 4`)."""
+
+
+def free_port() -> int:
+    """A port free on 127.0.0.1 now, for a server of ours to listen on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def stock_argv(

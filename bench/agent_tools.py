@@ -21,7 +21,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -33,6 +32,8 @@ from pathlib import Path
 import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _servers import free_port
 
 from fusion_tui.agent.approval import ApprovalGate, ApprovalRequest, Decision
 from fusion_tui.agent.events import AgentEvent, RepeatBlocked, ToolFinished, tool_error
@@ -118,12 +119,6 @@ def write_workspace(root: Path, files: dict[str, str]) -> None:
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def wait_ready(client: LlamaClient, proc: subprocess.Popen[bytes], log: Path) -> None:

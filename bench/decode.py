@@ -28,7 +28,6 @@ import json
 import os
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -42,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _decode_core as core
 import _humaneval_core as he
+from _servers import free_port
 
 from fusion_tui.config.speculative import parse_setting
 from fusion_tui.demo_model import demo_model_path
@@ -53,12 +53,6 @@ CTX = 8192
 MAX_TOKENS = {"rewrite": 2600, "edit": 400, "explain": 300, "humaneval": 512}
 TASKS = ("rewrite", "edit", "explain", "humaneval")
 REQUEST_TIMEOUT_S = 1800.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def setting_flags(text: str) -> tuple[str, list[str]]:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import socket
 import sys
 import tempfile
 import time
@@ -52,7 +51,7 @@ from _humaneval_core import (
     single_shot_prompt,
     task_text,
 )
-from _servers import Process, shown
+from _servers import Process, free_port, shown
 
 from fusion_tui.agent.chat_files import ChatFiles
 from fusion_tui.agent.edits import resolve
@@ -67,12 +66,6 @@ TOOLS = (*CORE_TOOLS, DELEGATE)
 SYSTEM = build_stable_prefix(TOOLS)
 BUDGET = volatile_tail(1, 30, 599_000) or "\n\n[step 1 of 30 · 9m59s left]"
 """The note as every message carried it before it waited for the last steps."""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _task(p: Problem, *, budget: bool = False) -> str:

@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -42,6 +41,9 @@ from typing import Any
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _servers import free_port
+
 from fusion_tui.demo_model import demo_model_path
 from fusion_tui.server.process.binary import find_llama_server
 from fusion_tui.server.process.launch import LaunchSpec
@@ -81,12 +83,6 @@ class Tally:
     decode: list[Sample] = field(default_factory=list)
     prompt: list[Sample] = field(default_factory=list)
     prompt_n: list[int] = field(default_factory=list)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Servers:
