@@ -4,7 +4,7 @@ A prompt choice of the agent (what the system message holds, where the tools are
 notes a task carries) is made here, on a real coder model, before the whole agent benchmark
 (bench/agent_humaneval.py) judges it. Each HumanEval problem of the sample is asked once per
 variant, temperature 0: the agent's variants are built from the agent's own pieces
-(`build_stable_prefix`, `render_tools`, the file block a task shows, `volatile_tail`); the answer
+(`build_stable_prefix` with the tools list, the file block a task shows); the answer
 is read by the agent's reply parser and edit resolver as the loop would, and the problem's test
 runs on the resulting solution.py. `bare` is the bare model's single request ("Complete this
 Python function"), the ceiling a first answer can be held to. No fix rounds, no retries: the
@@ -55,7 +55,7 @@ from _servers import Process, free_port, shown
 
 from fusion_tui.agent.chat_files import ChatFiles
 from fusion_tui.agent.edits import resolve
-from fusion_tui.agent.prompt import SYSTEM_PROMPT, build_stable_prefix, volatile_tail
+from fusion_tui.agent.prompt import SYSTEM_PROMPT, build_stable_prefix
 from fusion_tui.agent.reply import parse_reply
 from fusion_tui.agent.tools.registry import CORE_TOOLS, DELEGATE
 from fusion_tui.models.catalog import catalog_model
@@ -64,7 +64,7 @@ from fusion_tui.server.process.binary import find_llama_server
 Messages = list[dict[str, str]]
 TOOLS = (*CORE_TOOLS, DELEGATE)
 SYSTEM = build_stable_prefix(TOOLS)
-BUDGET = volatile_tail(1, 30, 599_000) or "\n\n[step 1 of 30 · 9m59s left]"
+BUDGET = "\n\n[step 1 of 30 · 9m59s left]"
 """The note as every message carried it before it waited for the last steps."""
 
 

@@ -21,11 +21,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from fusion_tui.agent.checks import syntax_problem
+from fusion_tui.agent.prompt import EXAMPLE_PATH
 from fusion_tui.agent.reply import FileBlock, SearchReplace
-
-EXAMPLE_PATH = "path/of/the/file.py"
-"""The path of the system message's example block. A model that copies it (the 1.5B coder did,
-with a system message that ended on the example) means the file in the chat, not a new file."""
 
 
 class EditRefused(Exception):

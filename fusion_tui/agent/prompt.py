@@ -120,14 +120,19 @@ class MachineFacts:
         )
 
 
-SYSTEM_PROMPT = """\
+EXAMPLE_PATH = "path/of/the/file.py"
+"""The path of the system message's example block. A model that copies it (the 1.5B coder did,
+with a system message that ended on the example) means the file in the chat, not a new file
+(`edits.resolve_path`)."""
+
+SYSTEM_PROMPT = f"""\
 You are an expert software engineer. You work on the files of one project folder (the \
 workspace) to do what the user asks.
 
 To change a file, write its path on a line of its own, then its complete new content in a \
 fenced code block:
 
-path/of/the/file.py
+{EXAMPLE_PATH}
 ```python
 the whole file, every line of it
 ```

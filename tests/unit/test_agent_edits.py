@@ -5,14 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from fusion_tui.agent.edits import (
-    EXAMPLE_PATH,
-    EditRefused,
-    merge_python,
-    resolve,
-    search_replace,
-)
-from fusion_tui.agent.prompt import SYSTEM_PROMPT
+from fusion_tui.agent.edits import EditRefused, merge_python, resolve, search_replace
+from fusion_tui.agent.prompt import EXAMPLE_PATH, SYSTEM_PROMPT
 from fusion_tui.agent.reply import FileBlock, SearchReplace
 
 STATS = "import math\n\n\ndef mean(xs):\n    return sum(xs) / len(xs)\n\n\ndef sd(xs):\n    pass\n"
