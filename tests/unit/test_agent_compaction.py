@@ -58,3 +58,29 @@ async def test_the_summary_request_carries_only_as_much_of_the_log_as_the_slot_h
     assert res.outcome == "completed"
     side = script.bodies[1]["prompt"]
     assert "word word" in side and len(side) + 512 <= 4000  # its answer fits beside it
+
+
+@pytest.mark.parametrize(("counted", "compacts"), [(1_500, False), (3_000, True)])
+async def test_a_new_task_is_counted_by_the_server_before_it_is_compacted(
+    tmp_path: Path, counted: int, compacts: bool
+) -> None:
+    """A long new task the estimate (2 characters a token) calls too big for a 4,096 slot is
+    sent as it is when the server's count says it fits beside its answer, and compacted only
+    when the count says it does not."""
+    clock = FakeClock(start=1000.0)
+    script = Script(clock, [Say("a summary"), act("finish", summary="done")])
+    asked: list[str] = []
+
+    async def count(text: str) -> int:
+        asked.append(text)
+        return counted if "plain words" in text else len(text) // 4
+
+    events: list[Any] = []
+    deps = make_deps(tmp_path, script, events=events, n_ctx=4096, count_tokens=count)
+    task = "explain this: " + "plain words " * 500  # 6,000 characters: 3,000 "tokens" guessed
+    res = await run_task(task, session_id="s", deps=deps)
+    assert res.outcome == "completed"
+    assert any(task in text for text in asked)  # counted before it was sent
+    assert any(isinstance(e, Compacted) for e in events) is compacts
+    first = script.bodies[0]
+    assert (first["id_slot"] == 3) is compacts  # the summary rides the side slot
