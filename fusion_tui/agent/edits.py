@@ -17,7 +17,7 @@ is kept, and the model told why. Everything else is refused with a sentence the 
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from fusion_tui.agent.checks import syntax_problem
@@ -127,6 +127,24 @@ def resolve(
             return Resolved(path, merged, "merged")
         keep_python(path, old, edit)
     return Resolved(path, edit.content, "whole")
+
+
+def without_usage_examples(
+    edits: Sequence[FileBlock | SearchReplace],
+) -> list[FileBlock | SearchReplace]:
+    """The reply's edits less its usage examples: in a reply whose code defines functions, a
+    block with no path that defines none (`print(rounded_avg(1, 5))` lines after the function)
+    shows how to call the code; it is not a file. Seen with the 1.5B coder on HumanEval/103:
+    such a block was refused ("defines none of its functions") beside the function that was
+    written, and the model, told to give the whole file, gave back the file it was shown, the
+    unimplemented function included. A reply of such blocks alone is still refused."""
+    if not any(isinstance(e, FileBlock) and top_names(e.content) for e in edits):
+        return list(edits)
+    return [e for e in edits if not _usage_example(e)]
+
+
+def _usage_example(edit: FileBlock | SearchReplace) -> bool:
+    return isinstance(edit, FileBlock) and edit.path is None and top_names(edit.content) == []
 
 
 def keep_python(path: str, old: str, edit: FileBlock) -> None:

@@ -50,7 +50,13 @@ from fusion_tui.agent.checks import (
 )
 from fusion_tui.agent.deadline import CancelToken, run_guarded
 from fusion_tui.agent.delegate import run_delegate
-from fusion_tui.agent.edits import EditRefused, resolve, same_code, top_names
+from fusion_tui.agent.edits import (
+    EditRefused,
+    resolve,
+    same_code,
+    top_names,
+    without_usage_examples,
+)
 from fusion_tui.agent.events import (
     Compacted,
     EventSink,
@@ -634,7 +640,7 @@ class _Run:
         notes: list[str] = []
         wrote: list[str] = []
         self.unchanged = 0
-        edits: list[FileBlock | SearchReplace] = list(parsed.edits)
+        edits = without_usage_examples(parsed.edits)
         calls: list[ToolCall] = []
         for call in parsed.tool_calls:  # a write asked for as a call is an edit like any other
             a = call.arguments
@@ -667,7 +673,7 @@ class _Run:
         the model copies its failed code, says it is right, or edits the checks instead."""
         if parsed.tool_calls or (parsed.problems and not parsed.items):
             return False
-        for edit in parsed.edits:
+        for edit in without_usage_examples(parsed.edits):
             try:
                 done = resolve(edit, self.files, self.known, self.old_text)
                 old = self.old_text(done.path)

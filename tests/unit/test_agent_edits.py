@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from fusion_tui.agent.edits import EditRefused, merge_python, resolve, search_replace
+from fusion_tui.agent.edits import (
+    EditRefused,
+    merge_python,
+    resolve,
+    search_replace,
+    without_usage_examples,
+)
 from fusion_tui.agent.prompt import EXAMPLE_PATH, SYSTEM_PROMPT
 from fusion_tui.agent.reply import FileBlock, SearchReplace
 
@@ -73,6 +79,14 @@ def test_a_pathless_fragment_without_functions_is_refused() -> None:
     files = {"stats.py": STATS}
     with pytest.raises(EditRefused, match=r"defines none of its functions \(mean, sd\)"):
         resolved(FileBlock(None, "print(mean([1, 2]))\n"), files)
+
+
+def test_a_pathless_block_that_only_calls_the_code_is_a_usage_example() -> None:
+    fix = FileBlock(None, "def sd(xs):\n    return 0.0\n")
+    usage = FileBlock(None, "print(sd([1, 2]))\n")
+    named = FileBlock("run.py", "print(sd([1, 2]))\n")
+    assert without_usage_examples([fix, usage, named]) == [fix, named]
+    assert without_usage_examples([usage]) == [usage]  # alone it is refused, as above
 
 
 def test_a_file_that_is_broken_already_may_be_rewritten_with_anything() -> None:

@@ -197,3 +197,21 @@ def test_a_fresh_attempt_of_words_alone_is_sampled_again(
         3,
         "the fresh attempt gave words but no code",
     )
+
+
+def test_a_usage_example_beside_the_fix_is_no_edit(
+    cli_server: FakeLlamaServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The function with no path, then lines that call it: the function is written, the calls
+    are neither written nor refused, and the task ends on that first reply."""
+    ws = workspace(tmp_path, {"calc.py": WRONG})
+    usage = "Use it so:\n\n```python\nprint(sub(3, 1))  # 2\n```"
+    cli_server.script(Reply(text=[f"```python\n{RIGHT}```\n\n{usage}"], prompt_seconds=0.01))
+    code, out, err = call_cli(
+        capsys, "run", "fix calc.py", "--workspace", str(ws), "--yes", "--json"
+    )
+    assert code == 0, err
+    assert (ws / "calc.py").read_text() == RIGHT
+    assert len(cli_server.completions()) == 1
+    outcome = json_lines(out)[-1]
+    assert outcome["outcome"] == "completed", outcome
