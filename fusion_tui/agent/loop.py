@@ -858,9 +858,13 @@ class _Run:
             self.reply_at = len(self.packer.messages)
             self.packer.add_assistant(reply.text)
             parsed = finish_as_prose(parse_reply(reply.text))
-            if self.failing and self.retries.can_retry() and self.changes_nothing(parsed):
-                await self.retry("the fix changed nothing of the code that failed its checks")
-                continue
+            if self.failing and self.changes_nothing(parsed):
+                if self.retries.can_retry():
+                    await self.retry("the fix changed nothing of the code that failed its checks")
+                    continue
+                if self.retries.used:  # the last attempt copies its failed code: it is over
+                    reason = f"{self.tests_failed_reason()}; the last fix changed nothing"
+                    return "tests_failed", parsed.prose, reason
             if not parsed.items and not parsed.problems:
                 if self.resample("the fresh attempt gave words but no code"):
                     continue

@@ -87,6 +87,22 @@ def test_without_retries_a_copied_fix_ends_stuck_as_before(
     assert (ws / "calc.py").read_text() == HALF
 
 
+def test_the_last_attempt_that_copies_its_failed_code_ends_at_once(
+    cli_server: FakeLlamaServer, ws: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No fresh attempt is left, and the fix gives the failed code back: asking again gets the
+    same code (seen: three more copies, then `stuck`), so the task ends, `tests_failed`."""
+    product = "def sub(a, b):\n    return a * b\n"  # fails both cases
+    cli_server.script(edit("calc.py", HALF), edit("calc.py", HALF), edit("calc.py", product),
+                      *[edit("calc.py", product)] * 3)  # fmt: skip
+    code, out, err = run(capsys, ws, "--retries", "1")
+    assert code == 1
+    assert json_lines(out)[-1]["outcome"] == "tests_failed"
+    assert len(cli_server.completions()) == 4  # no request after the copy
+    assert "after 2 attempts; the last fix changed nothing" in err
+    assert (ws / "calc.py").read_text() == HALF  # the attempt that failed fewest checks
+
+
 @pytest.mark.parametrize(
     ("output", "count"),
     [
