@@ -72,6 +72,9 @@ def test_two_run_sessions_alternate_on_two_slots_and_resume_warm_after_a_restart
     # B started warm: A's slot (the same system prompt and tools) was copied into B's empty one
     a0, b0 = requests["A"][0][0], requests["B"][0][0]
     assert a0["cache_n"] == 0 and b0["cache_n"] >= 0.8 * (a0["prompt_n"] - 64), (a0, b0)
+    for name in ("A", "B"):  # resumed by a new process on the same server: all of it cached
+        before, after = requests[name][0][-1], requests[name][1][0]
+        assert after["cache_n"] >= before["prompt_n"] + before["cache_n"], (before, after)
     for name in ("A", "B"):
         before = requests[name][1][-1]
         after = requests[name][2][0]  # the first request after the restart
