@@ -157,6 +157,8 @@ class _Run:
         """Edits of the reply being run that gave a file back exactly as it was."""
         self.retries = Retries(config.retries)
         self.reply_at = 0
+        self.task_at = 0
+        """Messages in the transcript before the task's first reply (where starting over goes)."""
         """Messages in the transcript before the reply being run (where a retry goes back to)."""
         self.failing = False
         """The checks of the last change failed, and no change passed since."""
@@ -701,12 +703,18 @@ class _Run:
 
     async def retry_instead(self, reason: str) -> bool:
         """A model that repeats itself within an attempt that can be done over is not stuck
-        yet: the attempt is (seen: a sampled attempt that read the same file again and again);
-        whether it was."""
+        yet: the attempt is (seen: a sampled attempt that read the same file again and again),
+        and a task that wrote nothing yet starts over from its own prompt; whether it was."""
+        why = f"the model repeated itself ({reason})"
         if self.retries.can_retry():
-            await self.retry(f"the model repeated itself ({reason})")
+            await self.retry(why)
             return True
-        return self.resample(f"the model repeated itself ({reason})")
+        if self.resample(why):
+            return True
+        if self.changed or not self.retries.can_start_over():
+            return False
+        self.rewind(self.retries.start_over(BranchPoint(self.task_at, 0)), why, [])
+        return True
 
     def resample(self, reason: str) -> bool:
         """A fresh attempt that has not written yet and could not be used: ask its prompt
@@ -837,6 +845,7 @@ class _Run:
         pending: tuple[str, str] | None = None
         if not self.packer.awaiting_reply:
             pending = (await self.first_message(), "task")
+        self.task_at = len(self.packer.messages) + (pending is not None)
         failed = 0
         while True:
             if self.step > 0 and self.clock.now() >= self.ceiling:  # a tool ended past it

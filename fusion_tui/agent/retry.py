@@ -16,7 +16,9 @@ for three of those six within six tries. Hence the rule:
   that produced the attempt, and that prompt is asked again at `RETRY_TEMPERATURE` with a seed
   of its own (reproducible runs), up to `agent.retries` times;
 - when no attempt passes, the one with the fewest failed checks stays: the first on a tie, as
-  the model's own most likely answer.
+  the model's own most likely answer;
+- a task that repeats itself into `stuck` before it wrote anything starts over from its own
+  prompt, sampled so, while a retry is left.
 
 Only the reply that opens a fresh attempt is sampled so; the fixes after it use the task's own
 sampling. Nothing here talks to the server or the workspace: the loop does (`loop.py`).
@@ -129,6 +131,17 @@ class Retries:
         self.used += 1
         self.fresh = True
         return self.origin
+
+    def can_start_over(self) -> bool:
+        """No attempt was opened or closed yet, and a retry is left."""
+        return self.point is None and self.origin is None and self.used < self.allowed
+
+    def start_over(self, point: BranchPoint) -> BranchPoint:
+        """Ask the task's own prompt (`point`) again: the task went nowhere before anything was
+        written (seen: the 1.5B gave a refused write to a test file three times, and the task
+        ended `stuck` with no attempt to go back to)."""
+        self.origin = point
+        return self.resample()
 
     def sampling(self) -> dict[str, Any]:
         """What the next request's sampling changes: a fresh attempt's temperature and seed,

@@ -103,6 +103,29 @@ def test_the_last_attempt_that_copies_its_failed_code_ends_at_once(
     assert (ws / "calc.py").read_text() == HALF  # the attempt that failed fewest checks
 
 
+def test_a_task_stuck_before_it_wrote_anything_starts_over(
+    cli_server: FakeLlamaServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A refused write to the test file, given three times: the task's own prompt is asked
+    again, sampled as a fresh attempt, instead of ending `stuck` with nothing done."""
+    ws = workspace(tmp_path, {"calc.py": WRONG, "test_calc.py": CHECK})
+    refused = edit("test_calc.py", "print('all good')\n")
+    cli_server.script(refused, refused, refused, edit("calc.py", RIGHT))
+    code, out, err = call_cli(
+        capsys, "run", "fix calc.py", "--workspace", str(ws), "--yes", "--json",
+        "--test-cmd", f"{sys.executable} test_calc.py",
+    )  # fmt: skip
+    assert code == 0, err
+    assert (ws / "calc.py").read_text() == RIGHT
+    events = json_lines(out)
+    retries = [e for e in events if e["event"] == "retry"]
+    assert [(e["attempt"], e["restored"]) for e in retries] == [(2, [])]
+    assert retries[0]["reason"].startswith("the model repeated itself")
+    first, *_, again = (r.body for r in cli_server.completions())
+    assert again["prompt"] == first["prompt"]
+    assert again["temperature"] == RETRY_TEMPERATURE
+
+
 @pytest.mark.parametrize(
     ("output", "count"),
     [
