@@ -1,5 +1,6 @@
 """The loop guard: a call repeated since the workspace last changed is refused, whatever its
-result; a second repeat ends the task `stuck`."""
+result; a second repeat ends the task `stuck` (here with fresh attempts off: with a retry left,
+a task stuck before it wrote anything starts over, `test_agent_retry.py`)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ import pytest
 
 from fusion_tui.agent.approval import HeadlessApprover
 from fusion_tui.agent.events import RepeatBlocked, TaskOutcome, ToolFinished
-from fusion_tui.agent.loop import run_task
+from fusion_tui.agent.loop import AgentConfig, run_task
 from fusion_tui.agent.loop_guard import LoopGuard
 from tests.fakes.clock import FakeClock
 from tests.unit.test_agent_fakes import Say, Script, act, edit, make_deps
+
+NO_RETRIES = AgentConfig(retries=0)
 
 
 @pytest.fixture
@@ -26,7 +29,9 @@ async def test_a_repeated_read_is_refused_once_and_then_ends_stuck(ws: Path) -> 
     clock = FakeClock()
     script = Script(clock, [act("read_file", path="hello.txt")] * 3)
     events: list[Any] = []
-    res = await run_task("read it", session_id="s", deps=make_deps(ws, script, events=events))
+    res = await run_task(
+        "read it", session_id="s", config=NO_RETRIES, deps=make_deps(ws, script, events=events)
+    )
     ran = [e for e in events if isinstance(e, ToolFinished)]
     assert len(ran) == 1 and ran[0].ok  # a successful call is a loop too when it is repeated
     blocked = [e for e in events if isinstance(e, RepeatBlocked)]
@@ -43,7 +48,9 @@ async def test_a_repeated_failing_call_carries_its_error(ws: Path) -> None:
     clock = FakeClock()
     script = Script(clock, [act("list_dir", path="hello.txt")] * 3)
     events: list[Any] = []
-    res = await run_task("list it", session_id="s", deps=make_deps(ws, script, events=events))
+    res = await run_task(
+        "list it", session_id="s", config=NO_RETRIES, deps=make_deps(ws, script, events=events)
+    )
     blocked = [e for e in events if isinstance(e, RepeatBlocked)]
     assert "not a directory" in blocked[0].error
     assert res.outcome == "stuck"
@@ -88,7 +95,12 @@ async def test_writing_the_same_text_again_is_a_repeat(ws: Path) -> None:
     clock = FakeClock()
     script = Script(clock, [edit("hello.txt", "hi\n")] * 3)
     events: list[Any] = []
-    res = await run_task("fix hello.txt", session_id="s", deps=make_deps(ws, script, events=events))
+    res = await run_task(
+        "fix hello.txt",
+        session_id="s",
+        config=NO_RETRIES,
+        deps=make_deps(ws, script, events=events),
+    )
     assert res.outcome == "stuck"
     assert "already holds exactly this text" in script.bodies[1]["prompt"]
     assert [e.stuck for e in events if isinstance(e, RepeatBlocked)] == [False, True]
@@ -121,7 +133,7 @@ async def test_the_same_refused_reply_again_and_again_ends_stuck(ws: Path) -> No
     call = Say('```json\n{"name": "f", "arguments": {"s": "x"}}\n```')  # the function "called"
     script = Script(clock, [call] * 3)
     events: list[Any] = []
-    res = await run_task("implement f in sol.py", session_id="s",
+    res = await run_task("implement f in sol.py", session_id="s", config=NO_RETRIES,
                          deps=make_deps(ws, script, events=events))  # fmt: skip
     assert "f is not a tool: it is a function in sol.py" in script.bodies[1]["prompt"]
     assert "was not run: you made this exact call before" in script.bodies[2]["prompt"]
@@ -133,7 +145,9 @@ async def test_the_same_refused_edit_again_and_again_ends_stuck(ws: Path) -> Non
     clock = FakeClock()
     body_only = Say("```python\n    return s\n```")  # refused: it would not compile
     script = Script(clock, [body_only] * 3)
-    res = await run_task("implement f in sol.py", session_id="s", deps=make_deps(ws, script))
+    res = await run_task(
+        "implement f in sol.py", session_id="s", config=NO_RETRIES, deps=make_deps(ws, script)
+    )
     assert "Not written: a code block did not say which file" in script.bodies[1]["prompt"]
     assert "Your reply is word for word one you gave before" in script.bodies[2]["prompt"]
     assert (res.outcome, res.steps) == ("stuck", 3)

@@ -22,7 +22,7 @@ def test_a_repeated_failing_call_ends_stuck_with_exit_1_and_is_saved(
     cli_server: FakeLlamaServer, ws: Path, app_home: AppPaths, capsys: pytest.CaptureFixture[str]
 ) -> None:
     cli_server.script(*[act("list_dir", path="hello.txt")] * 3)
-    code = cli.main(["run", "list it", "--workspace", str(ws), "--json"])
+    code = cli.main(["run", "list it", "--workspace", str(ws), "--json", "--retries", "0"])
     out, _ = capsys.readouterr()
     assert code == 1
     events = json_lines(out)
