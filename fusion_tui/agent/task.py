@@ -38,10 +38,13 @@ class AgentConfig:
     shell_timeout_s: float = 120.0
     test_cmd: str | None = None
     """Run after every step that changed files; a failure goes back to the model."""
-    test_rounds: int = 2
-    """Replies sent back because the checks failed, at most (then `tests_failed`)."""
-    retries: int = 3
-    """Fresh attempts after the first, when its fixes cannot pass the checks (`retry.py`)."""
+    test_rounds: int = 1
+    """Replies sent back because the checks failed, at most, per attempt (then a fresh attempt,
+    or `tests_failed`). One: on HumanEval the 1.5B coder's second fix of an attempt was nearly
+    always its first given back; a fresh attempt is a new chance (`retry.py`)."""
+    retries: int = 5
+    """Fresh attempts after the first, when its fixes cannot pass the checks (`retry.py`). Five
+    with one fix each cost at most the twelve replies three with two fixes did."""
     test_timeout_s: float = 300.0
     find_tests: bool = True
     """Without a test command: run the test files shown with the task, else the docstring

@@ -72,11 +72,11 @@ def register(sub: Subparsers) -> None:
     )  # fmt: skip
     p.add_argument(
         "--test-rounds", type=non_negative, metavar="N", default=None,
-        help="rounds of fixes after failing tests (default 2; needs --test-cmd)",
+        help="rounds of fixes per attempt after failing tests (default 1; needs --test-cmd)",
     )  # fmt: skip
     p.add_argument(
         "--retries", type=non_negative, metavar="N", default=None,
-        help="fresh attempts when the fixes cannot pass the checks (default 3; 0: never)",
+        help="fresh attempts when the fixes cannot pass the checks (default 5; 0: never)",
     )  # fmt: skip
     p.add_argument("--json", action="store_true", help="one JSON object per line on stdout")
 

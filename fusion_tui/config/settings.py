@@ -108,9 +108,9 @@ class AgentSettings:
     back to the agent (as `run --test-cmd`)."""
     test_cmds: dict[str, str] = field(default_factory=dict)
     """`agent.testCmds`: a workspace folder → its own test command (wins over `testCmd`)."""
-    test_rounds: int = 2
-    """`agent.testRounds`: failed test runs sent back to the agent, at most."""
-    retries: int = 3
+    test_rounds: int = 1
+    """`agent.testRounds`: failed test runs sent back to the agent, at most, per attempt."""
+    retries: int = 5
     """`agent.retries`: when an attempt's fixes cannot pass its checks (tests, or docstring
     examples), the attempt is undone and the step asked again, more varied, this many times
     at most (`agent/retry.py`); 0: never."""

@@ -51,7 +51,7 @@ def test_a_fix_that_copies_the_failed_code_is_undone_and_asked_again(
     events = json_lines(out)
     retries = [e for e in events if e["event"] == "retry"]
     assert retries == [{
-        "event": "retry", "attempt": 2, "attempts": 4, "restored": ["calc.py"],
+        "event": "retry", "attempt": 2, "attempts": 6, "restored": ["calc.py"],
         "reason": "the fix changed nothing of the code that failed its checks",
     }]  # fmt: skip
     first, copy, again = (r.body for r in cli_server.completions())
