@@ -19,6 +19,8 @@ Variants (`--variants`, comma-separated; default all):
             message carried it before the note waited for the last steps
   notools   the system message without the tools list
   nosystem  no system message: the task and the file
+  comments  the shipped prompt with one sentence more in the system message: write the code in
+            steps, a short comment before each (what the bare model does on its own)
   bare      "Complete this Python function:" and the problem's prompt
 
 Run: .venv/bin/python bench/first_answer.py --model coder-0.5b --sample 40 --seed 1
@@ -64,6 +66,11 @@ from fusion_tui.server.process.binary import find_llama_server
 Messages = list[dict[str, str]]
 TOOLS = (*CORE_TOOLS, DELEGATE)
 SYSTEM = build_stable_prefix(TOOLS)
+COMMENTED = SYSTEM_PROMPT.replace(
+    "Always give the whole file,",
+    "Write the code in small steps, a short comment before each saying what it does. Always give "
+    "the whole file,",
+)
 BUDGET = "\n\n[step 1 of 30 · 9m59s left]"
 """The note as every message carried it before it waited for the last steps."""
 
@@ -81,6 +88,9 @@ VARIANTS: dict[str, Callable[[Problem], Messages]] = {
     "agent": lambda p: _with_system(SYSTEM, _task(p)),
     "budget": lambda p: _with_system(SYSTEM, _task(p, budget=True)),
     "notools": lambda p: _with_system(SYSTEM_PROMPT, _task(p)),
+    "comments": lambda p: _with_system(
+        build_stable_prefix(TOOLS, system_prompt=COMMENTED), _task(p)
+    ),
     "nosystem": lambda p: [{"role": "user", "content": _task(p)}],
     "bare": lambda p: [{"role": "user", "content": single_shot_prompt(p)}],
 }
