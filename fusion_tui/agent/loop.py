@@ -709,11 +709,14 @@ class _Run:
         if self.retries.can_retry():
             await self.retry(why)
             return True
-        if self.resample(why):
-            return True
+        return self.resample(why) or self.start_over(why)
+
+    def start_over(self, reason: str) -> bool:
+        """A task that has written nothing yet and went nowhere: ask its own prompt again,
+        sampled as a fresh attempt, when a retry is left; whether it was."""
         if self.changed or not self.retries.can_start_over():
             return False
-        self.rewind(self.retries.start_over(BranchPoint(self.task_at, 0)), why, [])
+        self.rewind(self.retries.start_over(BranchPoint(self.task_at, 0)), reason, [])
         return True
 
     def resample(self, reason: str) -> bool:
@@ -879,6 +882,9 @@ class _Run:
                     continue
                 nudge = self.nudge(parsed.prose)
                 if nudge is None:
+                    words = "the model gave words but no code, twice"
+                    if wants_change(self.task) and self.start_over(words):
+                        continue
                     return self.ending(parsed.prose)
                 pending = (nudge + self.tail(), "repair")
                 continue

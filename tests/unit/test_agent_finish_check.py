@@ -10,7 +10,8 @@ import pytest
 
 from fusion_tui.agent.approval import HeadlessApprover
 from fusion_tui.agent.finish_check import INTERRUPTED, finish_problem
-from fusion_tui.agent.loop import run_task
+from fusion_tui.agent.loop import AgentConfig, run_task
+from fusion_tui.agent.retry import RETRY_TEMPERATURE
 from tests.fakes.clock import FakeClock
 from tests.unit.test_agent_fakes import Say, Script, act, edit, make_deps
 
@@ -48,11 +49,26 @@ async def test_a_change_task_answered_without_a_change_is_asked_once_then_no_cha
 ) -> None:
     clock = FakeClock()
     script = Script(clock, [Say("Change the plus to a minus."), Say("I would use a minus.")])
-    res = await run_task("fix the sign in calc.py", session_id="s",
-                         deps=make_deps(tmp_path, script))  # fmt: skip
+    deps, no_retries = make_deps(tmp_path, script), AgentConfig(retries=0)
+    res = await run_task("fix the sign in calc.py", session_id="s", deps=deps, config=no_retries)
     assert (res.outcome, res.steps) == ("no_change", 2)
     assert res.error == "no file was changed"
     assert "No file was changed, and the task asks for a change" in script.bodies[1]["prompt"]
+
+
+async def test_words_again_after_the_nudge_start_the_task_over(tmp_path: Path) -> None:
+    """Seen with the 0.5B coder on a planted bug: words, then the nudge's own words given back;
+    the task's prompt asked again, sampled as a fresh attempt, wrote the fix."""
+    (tmp_path / "calc.py").write_text("def sub(a, b):\n    return a + b\n")
+    clock = FakeClock()
+    fixed = edit("calc.py", "def sub(a, b):\n    return a - b\n")
+    script = Script(clock, [Say("Use a minus."), Say("I would use a minus."), fixed])
+    deps = make_deps(tmp_path, script, approver=HeadlessApprover(yes=True))
+    res = await run_task("fix the sign in calc.py", session_id="s", deps=deps)
+    assert (res.outcome, res.changed) == ("completed", ["calc.py"])
+    first, _nudged, again = script.bodies
+    assert again["prompt"] == first["prompt"]
+    assert again["temperature"] == RETRY_TEMPERATURE
 
 
 async def test_a_change_made_after_the_nudge_completes(tmp_path: Path) -> None:
