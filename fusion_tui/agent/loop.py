@@ -157,9 +157,9 @@ class _Run:
         """Edits of the reply being run that gave a file back exactly as it was."""
         self.retries = Retries(config.retries)
         self.reply_at = 0
+        """Messages in the transcript before the reply being run (where a retry goes back to)."""
         self.task_at = 0
         """Messages in the transcript before the task's first reply (where starting over goes)."""
-        """Messages in the transcript before the reply being run (where a retry goes back to)."""
         self.failing = False
         """The checks of the last change failed, and no change passed since."""
         self.kept = ""

@@ -17,8 +17,8 @@ for three of those six within six tries. Hence the rule:
   of its own (reproducible runs), up to `agent.retries` times;
 - when no attempt passes, the one with the fewest failed checks stays: the first on a tie, as
   the model's own most likely answer;
-- a task that repeats itself into `stuck` before it wrote anything starts over from its own
-  prompt, sampled so, while a retry is left.
+- a task that goes nowhere before it wrote anything (it repeats itself into `stuck`, or answers
+  a change with words twice) starts over from its own prompt, sampled so, while a retry is left.
 
 Only the reply that opens a fresh attempt is sampled so; the fixes after it use the task's own
 sampling. Nothing here talks to the server or the workspace: the loop does (`loop.py`).
