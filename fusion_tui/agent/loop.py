@@ -785,8 +785,13 @@ class _Run:
         return "completed", prose, ""
 
     def completed(self, prose: str) -> tuple[Outcome, str, str]:
-        """A change task done: its summary is the model's words, else the files it changed."""
-        return "completed", prose or f"Changed {', '.join(self.changed)}.", ""
+        """A change task done: its summary is the model's words, else the files it changed.
+        Words that end on a colon led into the code that was taken out of them ("Here is the
+        fixed function:"), so the files changed follow them, or the answer would stop mid-air."""
+        changed = f"Changed {', '.join(self.changed)}."
+        if prose.rstrip().endswith(":"):
+            return "completed", f"{prose.rstrip()}\n\n{changed}", ""
+        return "completed", prose or changed, ""
 
     def nudge(self, prose: str) -> str | None:
         """What to ask once when a reply would end the task without doing it (a change task

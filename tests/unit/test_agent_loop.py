@@ -287,3 +287,18 @@ async def test_a_fix_given_with_an_unchanged_test_file_completes(tmp_path: Path)
     deps = make_deps(tmp_path, script, approver=HeadlessApprover(yes=True))
     res = await run_task("fix calc.py", session_id="s", deps=deps)
     assert (res.outcome, res.steps, res.changed) == ("completed", 1, ["calc.py"])
+
+
+async def test_words_that_led_into_the_code_are_followed_by_the_files_changed(
+    tmp_path: Path,
+) -> None:
+    from fusion_tui.agent.approval import HeadlessApprover
+    from tests.unit.test_agent_fakes import edit
+
+    (tmp_path / "sol.py").write_text("def f(x):\n    raise NotImplementedError\n")
+    clock = FakeClock(start=1000.0)
+    reply = edit("sol.py", "def f(x):\n    return x + 1\n", prose="Here is the fixed function:")
+    deps = make_deps(tmp_path, Script(clock, [reply]), approver=HeadlessApprover(yes=True))
+    res = await run_task("implement f in sol.py", session_id="s", deps=deps)
+    assert (res.outcome, res.changed) == ("completed", ["sol.py"])
+    assert res.summary == "Here is the fixed function:\n\nChanged sol.py."
