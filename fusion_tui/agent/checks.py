@@ -24,7 +24,7 @@ import re
 import shlex
 from pathlib import Path
 
-from fusion_tui.agent.example_runner import STATED
+from fusion_tui.agent.example_runner import FOR_OUTPUT, INPUT, OUTPUT, STATED
 
 TAIL_LINES = 60
 """Lines of the test output the model is shown (the end of a failing run says most)."""
@@ -57,18 +57,20 @@ EXAMPLES_TIMEOUT_S = 30.0
 
 
 def with_examples(paths: list[str], files: dict[str, str]) -> list[str]:
-    """The Python files among `paths` whose text may hold docstring examples (`>>> ` lines, or
-    lines that state a call's value); the runner itself decides what is one."""
+    """The Python files among `paths` whose text may hold docstring examples (`>>> ` lines,
+    lines that state a call's value, or examples by parameters); the runner itself decides what
+    is one."""
 
     def has_examples(text: str) -> bool:
-        return bool(_EXAMPLE.search(text)) or any(map(STATED.match, text.split("\n")))
+        return bool(_EXAMPLE.search(text)) or any(map(_stated, text.split("\n")))
 
     return [p for p in paths if p.endswith(".py") and has_examples(files.get(p, ""))]
 
 
 def example_lines(text: str) -> list[str]:
     """The lines that make a file's examples, stripped, in file order: each `>>> ` line with the
-    line after it (its expected value), and each line that states a call's value."""
+    line after it (its expected value), each line that states a call's value, and the lines of
+    examples by parameters (`Input:`, `Output:`, `For ... the output should be ...`)."""
     lines = [line.strip() for line in text.split("\n")]
     found: list[str] = []
     for i, line in enumerate(lines):
@@ -76,9 +78,15 @@ def example_lines(text: str) -> list[str]:
             found.append(line)
             if i + 1 < len(lines) and lines[i + 1] and not lines[i + 1].startswith(">>>"):
                 found.append(lines[i + 1])
-        elif STATED.match(line):
+        elif _stated(line) or OUTPUT.match(line):
             found.append(line)
     return found
+
+
+def _stated(line: str) -> bool:
+    """A line that states an example's call or input (an `Output:` line is one only beside
+    them, so it alone does not make a file one with examples)."""
+    return any(rule.match(line) for rule in (STATED, INPUT, FOR_OUTPUT))
 
 
 def dropped_examples(old: str, new: str) -> list[str]:

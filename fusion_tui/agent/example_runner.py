@@ -8,7 +8,12 @@ judged by the interpreter the project uses. Two kinds of example count:
 - a line of a docstring that states what a call gives: `name(args) == value`, or with `==>`,
   `=>`, `->`, `→` or `➞` for `==`, where `name` is a function of the file called on literals and
   `value` a Python literal. A line that does not read so (`is_happy(a) => False`, where `a` is
-  no literal) is passed over: an example written loosely is no specification to hold code to.
+  no literal) is passed over: an example written loosely is no specification to hold code to;
+- the two ways problem statements give an example by the function's parameters: an
+  `Input: a = [1, 2], k = 3` line with `Output: [2]` on the next line (or `Input: [1, 2]` for a
+  function of one parameter), and `For lst = [1, 2] the output should be 3`, in the docstring of
+  the function whose parameters they name (every one without a default, and no other name),
+  every value a Python literal.
 Each failed example is printed as doctest prints one ("Failed example:"). Exit 1: an example
 failed; 0: all held (or there were none); 2: a file could not be imported for want of a module,
 which says nothing about the code (a package that interpreter lacks); 3: the file's own code
@@ -34,6 +39,16 @@ STATED = re.compile(
     r"^\s*(?P<call>[A-Za-z_]\w*\s*\(.*\))\s*(?:==>|==|=>|->|→|➞)\s*(?P<value>.+?)\s*$"
 )
 """A docstring line that states a call's value (the `call` and the `value` as written)."""
+INPUT = re.compile(r"^\s*Input\s*:\s*(?P<args>.+?)\s*$", re.I)
+OUTPUT = re.compile(r"^\s*Output\s*:\s*(?P<value>.+?)\s*$", re.I)
+FOR_OUTPUT = re.compile(
+    r"^\s*For\s+(?P<args>[A-Za-z_]\w*\s*=.+?),?\s+the\s+output\s+should\s+be\s+"
+    r"(?P<value>.+?)\.?\s*$",
+    re.I,
+)
+"""An example by the function's parameters: `Input:` (with `Output:` on the next line), or
+`For x = ... the output should be ...`."""
+_NAMED = re.compile(r"(?:^|,)\s*(?P<name>[A-Za-z_]\w*)\s*=(?!=)\s*")
 RULE = "*" * 70
 
 
@@ -61,7 +76,9 @@ def stated_examples(module: ModuleType) -> list[tuple[str, str, Any]]:
     }
     found: list[tuple[str, str, Any]] = []
     for owner, fn in functions.items():
-        for line in (fn.__doc__ or "").splitlines():
+        lines = (fn.__doc__ or "").splitlines()
+        found += by_parameters(owner, fn, lines)
+        for line in lines:
             if line.lstrip().startswith(">>>"):
                 continue  # doctest's own
             m = STATED.match(line)
@@ -76,6 +93,69 @@ def stated_examples(module: ModuleType) -> list[tuple[str, str, Any]]:
             if _literal_call(tree.body, functions):
                 found.append((owner, call, expected))
     return found
+
+
+def by_parameters(owner: str, fn: Any, lines: list[str]) -> list[tuple[str, str, Any]]:
+    """(function, call, expected value) of the examples in `lines` (`fn`'s docstring) given by
+    its parameters: `Input:` then `Output:` on the next non-blank line, or `For ... the output
+    should be ...`."""
+    found: list[tuple[str, str, Any]] = []
+    for i, line in enumerate(lines):
+        pair = FOR_OUTPUT.match(line)
+        if pair is not None:
+            args, value = pair.group("args"), pair.group("value")
+        elif (given := INPUT.match(line)) is not None:
+            after = next((x for x in lines[i + 1 :] if x.strip()), "")
+            answer = OUTPUT.match(after)
+            if answer is None:
+                continue
+            args, value = given.group("args"), answer.group("value")
+        else:
+            continue
+        call = _call_by_parameters(owner, fn, args)
+        if call is None:
+            continue
+        try:
+            expected = ast.literal_eval(value)
+        except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
+            continue
+        found.append((owner, call, expected))
+    return found
+
+
+def _call_by_parameters(owner: str, fn: Any, args: str) -> str | None:
+    """`owner(name=value, ...)` for `args` written as `name = value, ...` (names of `fn`'s
+    parameters, every one without a default given, values literals), or `owner(value)` for a
+    lone literal when `fn` has one parameter; None when `args` does not read so."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return None
+    marks = list(_NAMED.finditer(args))
+    if not marks:
+        if len(params) != 1 or not _literal(args):
+            return None
+        return f"{owner}({args.strip()})"
+    if marks[0].start() != 0:
+        return None
+    given: dict[str, str] = {}
+    for mark, after in zip(marks, [*marks[1:], None], strict=True):
+        value = args[mark.end() : after.start() if after else len(args)].strip()
+        if mark.group("name") not in params or not _literal(value):
+            return None
+        given[mark.group("name")] = value
+    needed = {n for n, p in params.items() if p.default is inspect.Parameter.empty}
+    if not needed <= set(given):
+        return None
+    return f"{owner}({', '.join(f'{n}={v}' for n, v in given.items())})"
+
+
+def _literal(text: str) -> bool:
+    try:
+        ast.literal_eval(text.strip())
+    except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
+        return False
+    return True
 
 
 def _literal_call(node: ast.expr, functions: dict[str, Any]) -> bool:

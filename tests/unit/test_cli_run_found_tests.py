@@ -176,8 +176,19 @@ async def test_the_user_is_asked_before_the_examples_run_and_a_no_runs_nothing(
 
 def test_only_python_files_with_examples_are_run() -> None:
     files = {"a.py": STUB, "b.py": "x = 1\n", "c.md": ">>> 1\n1\n", "d.py": "# >>> not one\n",
-             "e.py": '"""\n    f(2) == 4\n"""\n'}  # fmt: skip
-    assert with_examples(["a.py", "b.py", "c.md", "d.py", "e.py"], files) == ["a.py", "e.py"]
+             "e.py": '"""\n    f(2) == 4\n"""\n',
+             "f.py": '"""\n    Input: n = 2\n    Output: 4\n"""\n',
+             "g.py": '"""\nFor n = 2 the output should be 4\n"""\n',
+             "h.py": '"""Output: 4"""\n'}  # fmt: skip
+    paths = ["a.py", "b.py", "c.md", "d.py", "e.py", "f.py", "g.py", "h.py"]
+    assert with_examples(paths, files) == ["a.py", "e.py", "f.py", "g.py"]
+
+
+def test_an_example_by_parameters_left_out_of_a_rewrite_is_a_dropped_example() -> None:
+    old = 'def f(n):\n    """\n    Input: n = 2\n    Output: 4\n    Input: n = 3\n    Output: 9\n'
+    old += '    """\n'
+    new = 'def f(n):\n    """\n    Input: n = 2\n    Output: 4\n    """\n    return n * n\n'
+    assert dropped_examples(old, new) == ["Input: n = 3", "Output: 9"]
 
 
 def test_the_example_runner_is_shown_by_what_it_checks_not_by_its_path() -> None:

@@ -79,3 +79,63 @@ def test_a_file_whose_own_code_raises_as_it_is_imported_is_a_verdict(tmp_path: P
 def test_a_main_block_does_not_run(tmp_path: Path) -> None:
     done = run(tmp_path, STATED + '\nif __name__ == "__main__":\n    input()\n')
     assert done.returncode == 0, done.stderr
+
+
+BY_PARAMETERS = '''def maximum(arr, k):
+    """The k largest of arr, sorted.
+
+    Example 1:
+
+        Input: arr = [-3, -4, 5], k = 3
+        Output: [-4, -3, 5]
+
+    Example 2:
+        Input: arr = [4, -4, 4], k = 2
+
+        Output: [4, 4]
+
+    Input: arr = xs, k = 1
+    Output: [2]
+    Input: arr = [1], size = 1
+    Output: [1]
+    """
+    return sorted(sorted(arr)[-k:]) if k else []
+
+
+def total(lst, start=0):
+    """
+    For lst = [1,2,3] the output should be 6
+    For lst = [], start = 2  the output should be 2.
+    """
+    return sum(lst, start)
+
+
+def double(n):
+    """Input: 3
+    Output: 6"""
+    return n * 2
+'''
+
+
+def test_examples_by_parameters_that_hold_pass_and_loose_ones_are_passed_over(
+    tmp_path: Path,
+) -> None:
+    done = run(tmp_path, BY_PARAMETERS)
+    assert (done.returncode, done.stdout) == (0, ""), done.stderr
+
+
+def test_an_example_by_parameters_the_code_gets_wrong_is_shown_with_its_call(
+    tmp_path: Path,
+) -> None:
+    wrong = BY_PARAMETERS.replace("sorted(sorted(arr)[-k:])", "sorted(arr)[-k:][::-1]")
+    wrong = wrong.replace("sum(lst, start)", "sum(lst)").replace("n * 2", "n + 2")
+    done = run(tmp_path, wrong)
+    assert done.returncode == 1
+    assert "Failed example:\n    maximum(arr=[-3, -4, 5], k=3)\nExpected:\n    [-4, -3, 5]" in (
+        done.stdout
+    )
+    assert "Failed example:\n    total(lst=[], start=2)\nExpected:\n    2\nGot:\n    0" in (
+        done.stdout
+    )
+    assert "Failed example:\n    double(3)\nExpected:\n    6\nGot:\n    5" in done.stdout
+    assert "***Test Failed*** 3 failures." in done.stdout  # [4, 4] reversed is itself
