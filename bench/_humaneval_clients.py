@@ -120,12 +120,16 @@ def _run(
         return code, lines, err.read().decode(errors="replace"), wall
 
 
-def first_token(since_start_s: float, prompt_n: float, cache_n: float) -> dict[str, Any]:
+def first_token(
+    since_start_s: float, request_s: float, prompt_n: float, cache_n: float
+) -> dict[str, Any]:
     """A client's first token of a task: seconds from its start (the Enter of its command) to
-    the first token of its first completion request, and that request's prompt tokens (all of
-    them, and how many the server had cached)."""
+    the first token of its first completion request, of which `request_s` from that request's
+    send (the server's share; the rest is the client's own work before it), and that request's
+    prompt tokens (all of them, and how many the server had cached)."""
     return {
         "first_token_s": round(since_start_s, 3),
+        "first_request_s": round(request_s, 3),
         "first_prompt_tokens": int(prompt_n + cache_n),
         "first_cached_tokens": int(cache_n),
     }
@@ -183,7 +187,8 @@ def run_fusion(
         if not first and event.get("event") == "request" and event.get("ttft_ms") is not None:
             # printed when the request ended: its first token came duration - ttft before
             at_first = at - (event["duration_ms"] - event["ttft_ms"]) / 1000
-            first = first_token(at_first, event["prompt_n"], event["cache_n"])
+            ttft_s = event["ttft_ms"] / 1000
+            first = first_token(at_first, ttft_s, event["prompt_n"], event["cache_n"])
     ends = [e.get("outcome") for e in events if e.get("event") == "outcome"]
     outcome = ends[-1] if ends else None
     tools = [e for e in events if e.get("event") == "tool"]
@@ -221,7 +226,8 @@ def run_single_shot(problem: Problem, ws: Path, url: str, timeout_s: float) -> C
     wall = time.monotonic() - start
     (ws / "solution.py").write_text(assemble_solution(problem, extract_code(answer)))
     t = data.get("timings", {})
-    first = first_token(t.get("prompt_ms", 0) / 1000, t.get("prompt_n", 0), t.get("cache_n", 0))
+    prompt_s = t.get("prompt_ms", 0) / 1000
+    first = first_token(prompt_s, prompt_s, t.get("prompt_n", 0), t.get("cache_n", 0))
     return ClientRun(wall, False, {"answer": tail(answer, 3000), **first})
 
 
@@ -275,5 +281,6 @@ def run_aider(
     asked = [s for s in proxy.since(mark) if "/chat/completions" in s.line]
     if asked and "prompt_ms" in (t := asked[0].timings()):
         at_first = asked[0].arrived - spawned + t["prompt_ms"] / 1000
-        first = first_token(at_first, t.get("prompt_n", 0), t.get("cache_n", 0))
+        prompt_s = t["prompt_ms"] / 1000
+        first = first_token(at_first, prompt_s, t.get("prompt_n", 0), t.get("cache_n", 0))
     return ClientRun(wall, code is None, {"exit": code, "output": tail(out + err, 1500), **first})

@@ -317,26 +317,34 @@ def render_table(summaries: Sequence[ClientSummary], header: dict[str, str]) -> 
 
 
 def render_first_tokens(records: Sequence[Record], clients: Sequence[str]) -> str:
-    """Each client's first token of a task (`first_token_s`, from its start), with its first
-    request's prompt tokens and how many were cached: the client's first task of the run (its
-    stable prefix not yet on the server) apart from the median of the rest."""
+    """Each client's first token of a task (`first_token_s`, from its start; in brackets the
+    part from its first request's send, the server's), with that request's prompt tokens and
+    how many were cached: the client's first task of the run (its stable prefix not yet on the
+    server) apart from the median of the rest."""
     lines = [
-        "| client | first task: first token s | prompt tok (cached) "
-        "| later tasks: first token s, median (min–max) | prompt tok (cached), median |",
-        "|---|--:|--:|--:|--:|",
+        "| client | first task: first token s (request s) | prompt tok (cached) "
+        "| later tasks: first token s, median (min–max) | request s, median "
+        "| prompt tok (cached), median |",
+        "|---|--:|--:|--:|--:|--:|",
     ]
     for client in clients:
         timed = [r.detail for r in records if r.client == client and "first_token_s" in r.detail]
         if not timed:
-            lines.append(f"| {client} | – | – | – | – |")
+            lines.append(f"| {client} | – | – | – | – | – |")
             continue
         head, rest = timed[0], timed[1:] or timed[:1]
         secs = [d["first_token_s"] for d in rest]
+        request = [d["first_request_s"] for d in rest if "first_request_s" in d]
         lines.append(
-            f"| {client} | {head['first_token_s']:.2f} "
+            f"| {client} | {head['first_token_s']:.2f} ({_s(head.get('first_request_s'))}) "
             f"| {head['first_prompt_tokens']:,} ({head['first_cached_tokens']:,}) "
             f"| {statistics.median(secs):.2f} ({min(secs):.2f}–{max(secs):.2f}) "
+            f"| {_s(statistics.median(request) if request else None)} "
             f"| {statistics.median(d['first_prompt_tokens'] for d in rest):,.0f} "
             f"({statistics.median(d['first_cached_tokens'] for d in rest):,.0f}) |"
         )
     return "\n".join(lines)
+
+
+def _s(seconds: float | None) -> str:
+    return "–" if seconds is None else f"{seconds:.2f}"

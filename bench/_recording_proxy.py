@@ -61,8 +61,20 @@ class RecordingProxy:
         return self.url
 
     def stop(self) -> None:
+        """Close the listener and every relayed connection, then the loop and its thread."""
+
+        async def shut() -> None:
+            if self._server is not None:
+                self._server.close()
+            others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in others:
+                task.cancel()
+            await asyncio.gather(*others, return_exceptions=True)
+
+        asyncio.run_coroutine_threadsafe(shut(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
+        self._loop.close()
 
     def since(self, mark: int) -> list[Seen]:
         """The requests that arrived after `mark = len(proxy.seen)` was taken."""

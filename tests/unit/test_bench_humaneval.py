@@ -176,14 +176,15 @@ def test_spread_of_one_run_is_the_value_alone() -> None:
 
 def test_first_token_table_splits_the_first_task_from_the_rest() -> None:
     def rec(client: str, s: float, n: int, cached: int) -> he.Record:
-        first = {"first_token_s": s, "first_prompt_tokens": n, "first_cached_tokens": cached}
+        first = {"first_token_s": s, "first_request_s": s / 2, "first_prompt_tokens": n,
+                 "first_cached_tokens": cached}  # fmt: skip
         return he.Record(0, "HumanEval/1", client, "pass", 1.0, 0, 0, first)
 
     records = [rec("fusion", 9.0, 900, 0), rec("fusion", 2.0, 950, 800),
                rec("fusion", 4.0, 990, 800), rec("fusion", 3.0, 1000, 800)]  # fmt: skip
     table = he.render_first_tokens(records, ["fusion", "aider"])
-    assert "| fusion | 9.00 | 900 (0) | 3.00 (2.00–4.00) | 990 (800) |" in table
-    assert "| aider | – | – | – | – |" in table
+    assert "| fusion | 9.00 (4.50) | 900 (0) | 3.00 (2.00–4.00) | 1.50 | 990 (800) |" in table
+    assert "| aider | – | – | – | – | – |" in table
 
 
 async def test_the_relay_passes_bytes_through_and_notes_each_request() -> None:
