@@ -445,7 +445,7 @@ class _Run:
             return None
         old = self.old_text(done.path)
         if self.guards_tests(done.path):
-            if old == done.content:
+            if old is not None and old.strip() == done.content.strip():
                 self.unchanged += 1  # a test file given back as it is: no harm, no refusal
                 return None
             notes.append(
@@ -460,7 +460,7 @@ class _Run:
                 "examples are the task's checks, so keep every one as it is and fix the code."
             )
             return None
-        if old == done.content:
+        if old is not None and old.strip() == done.content.strip():  # no blank line is a change
             digest = hashlib.sha256(done.content.encode()).hexdigest()[:16]
             key = {"path": done.path, "content_sha256": digest}
             verdict = self.guard.check("write_file", key)
@@ -705,11 +705,18 @@ class _Run:
         """A model that repeats itself within an attempt that can be done over is not stuck
         yet: the attempt is (seen: a sampled attempt that read the same file again and again),
         and a task that wrote nothing yet starts over from its own prompt; whether it was."""
-        why = f"the model repeated itself ({reason})"
+        return await self.try_again(f"the model repeated itself ({reason})")
+
+    async def try_again(self, reason: str) -> bool:
+        """An attempt that went nowhere is done over when a retry is left: from its start, its
+        files put back, or, when nothing was written yet, the task from its own prompt (seen: the
+        1.5B's fix ran to the token cap three times in a row, the same loop of `if k == 21:` lines
+        each time, and at temperature 0 a fourth request would have given it again); whether
+        it was."""
         if self.retries.can_retry():
-            await self.retry(why)
+            await self.retry(reason)
             return True
-        return self.resample(why) or self.start_over(why)
+        return self.resample(reason) or self.start_over(reason)
 
     def start_over(self, reason: str) -> bool:
         """A task that has written nothing yet and went nowhere: ask its own prompt again,
@@ -915,7 +922,11 @@ class _Run:
                 failed += 1
                 self.emit(StepFailed(self.step, problems, reply.text))
                 if failed >= self.cfg.max_failed_steps:
-                    return "error", "", f"{failed} replies in a row could not be used: {problems}"
+                    why = f"{failed} replies in a row could not be used: {problems}"
+                    if await self.try_again(why):
+                        failed = 0
+                        continue
+                    return "error", "", why
                 pending = (REPAIR_NOTE.format(problems=problems[:1].upper() + problems[1:])
                            + self.tail(), "repair")  # fmt: skip
                 continue

@@ -119,11 +119,49 @@ async def test_unusable_replies_are_sent_back_and_kept_in_the_transcript(ws: Pat
 async def test_steps_that_keep_failing_end_with_error(ws: Path) -> None:
     clock = FakeClock(start=1000.0)
     script = Script(clock, [Say("<tool_call>bad</tool_call>")] * 6)
-    res = await run_task(
-        "t", session_id="s", deps=make_deps(ws, script), config=AgentConfig(max_failed_steps=3)
-    )
+    config = AgentConfig(max_failed_steps=3, retries=0)
+    res = await run_task("t", session_id="s", deps=make_deps(ws, script), config=config)
     assert res.outcome == "error" and "3 replies in a row could not be used" in res.error
     assert res.steps == 3
+
+
+async def test_steps_that_keep_failing_start_the_task_over_while_retries_are_left(
+    tmp_path: Path,
+) -> None:
+    from fusion_tui.agent.approval import HeadlessApprover
+    from fusion_tui.agent.events import Retried
+    from tests.unit.test_agent_fakes import edit
+
+    (tmp_path / "sol.py").write_text("def f(x):\n    raise NotImplementedError\n")
+    clock = FakeClock(start=1000.0)
+    cut = Say("```python\ndef f(x):\n    if x == 1:\n        return 2\n    if x == 2:")
+    fixed = "def f(x):\n    return x + 1\n"
+    script = Script(clock, [cut, cut, cut, edit("sol.py", fixed)])
+    events: list[Any] = []
+    deps = make_deps(tmp_path, script, approver=HeadlessApprover(yes=True), events=events)
+    config = AgentConfig(max_failed_steps=3, retries=1)
+    res = await run_task("implement f in sol.py", session_id="s", deps=deps, config=config)
+    assert (res.outcome, res.changed) == ("completed", ["sol.py"])
+    retried = [e for e in events if isinstance(e, Retried)]
+    assert len(retried) == 1 and "3 replies in a row could not be used" in retried[0].reason
+    assert script.bodies[3]["prompt"] == script.bodies[0]["prompt"]  # the task's own prompt
+    assert script.bodies[3]["temperature"] != script.bodies[0]["temperature"]  # sampled anew
+
+
+async def test_a_file_given_back_as_it_is_but_for_blank_lines_is_no_change(tmp_path: Path) -> None:
+    from fusion_tui.agent.approval import HeadlessApprover
+    from tests.unit.test_agent_fakes import edit
+
+    stub = "\ndef f(x):\n    raise NotImplementedError\n"
+    (tmp_path / "sol.py").write_text(stub)
+    clock = FakeClock(start=1000.0)
+    script = Script(
+        clock, [edit("sol.py", stub.strip()), edit("sol.py", "def f(x):\n    return 1\n")]
+    )
+    deps = make_deps(tmp_path, script, approver=HeadlessApprover(yes=True))
+    res = await run_task("implement f in sol.py", session_id="s", deps=deps)
+    assert "sol.py already holds exactly this text" in script.bodies[1]["prompt"]
+    assert (res.outcome, res.changed, res.steps) == ("completed", ["sol.py"], 2)
 
 
 async def test_ceiling_while_waiting_for_the_first_byte_runs_the_summary_step(ws: Path) -> None:
