@@ -2,7 +2,7 @@
 
 Standalone, standard library only: the agent runs this file with the workspace's own `python3`
 (`python3 .../example_runner.py FILE...`), which need not have fusion-tui installed, so the code is
-judged by the interpreter the project uses. Two kinds of example count:
+judged by the interpreter the project uses. Three kinds of example count:
 - doctest's: `>>> call` and the expected output on the next lines, run as `python3 -m doctest`
   runs them (whitespace normalised);
 - a line of a docstring that states what a call gives: `name(args) == value`, or with `==>`,
