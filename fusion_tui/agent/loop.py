@@ -854,6 +854,7 @@ class _Run:
             outcome, summary, reason = stop.outcome, "", stop.reason
         if outcome not in ("completed", "cancelled") and await self.keep_best():
             reason = f"{reason}; {self.kept}" if reason else self.kept
+            summary = ""  # the last attempt's words, of code that was just put back
         return outcome, summary, reason
 
     async def steps(self) -> tuple[Outcome, str, str]:

@@ -75,6 +75,22 @@ def test_when_no_attempt_passes_the_one_that_failed_fewest_checks_stays(
     assert again["prompt"] == cli_server.completions()[0].body["prompt"]
 
 
+def test_the_words_of_an_attempt_whose_code_was_put_back_are_not_the_answer(
+    cli_server: FakeLlamaServer, ws: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The files hold attempt 1; the last attempt's "all tests pass" would describe code that
+    is gone, and claim what the end line denies (seen in the TUI)."""
+    product = "def sub(a, b):\n    return a * b\n"  # fails both cases
+    cli_server.script(edit("calc.py", HALF), edit("calc.py", product, "Now all tests pass."))
+    code, out, err = call_cli(
+        capsys, "run", "fix calc.py", "--workspace", str(ws), "--yes",
+        "--test-cmd", f"{sys.executable} check.py", "--test-rounds", "0", "--retries", "1",
+    )  # fmt: skip
+    assert code == 1 and "outcome: tests_failed" in err
+    assert "the files hold attempt 1" in err
+    assert "all tests pass" not in out.lower()
+
+
 def test_without_retries_a_copied_fix_ends_stuck_as_before(
     cli_server: FakeLlamaServer, ws: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
