@@ -280,7 +280,7 @@ def run_aider(
     first: dict[str, Any] = {}
     asked = [s for s in proxy.since(mark) if "/chat/completions" in s.line]
     if asked and "prompt_ms" in (t := asked[0].timings()):
-        at_first = asked[0].arrived - spawned + t["prompt_ms"] / 1000
         prompt_s = t["prompt_ms"] / 1000
+        at_first = asked[0].arrived - spawned + prompt_s
         first = first_token(at_first, prompt_s, t.get("prompt_n", 0), t.get("cache_n", 0))
     return ClientRun(wall, code is None, {"exit": code, "output": tail(out + err, 1500), **first})

@@ -113,6 +113,13 @@ REPLY = "reply"
 since, is a loop like a repeated call (seen: thirty identical refused blocks)."""
 
 
+def given_back(old: str | None, new: str) -> bool:
+    """Whether `new` is the file `old` given back as it is: blank lines at its ends are no
+    change (seen: the 1.5B's copy of a stub without the stub's opening blank line was written
+    as a change, so the checks ran on the stub and the task could not start over)."""
+    return old is not None and old.strip() == new.strip()
+
+
 class _Run:
     def __init__(
         self,
@@ -445,7 +452,7 @@ class _Run:
             return None
         old = self.old_text(done.path)
         if self.guards_tests(done.path):
-            if old is not None and old.strip() == done.content.strip():
+            if given_back(old, done.content):
                 self.unchanged += 1  # a test file given back as it is: no harm, no refusal
                 return None
             notes.append(
@@ -460,7 +467,7 @@ class _Run:
                 "examples are the task's checks, so keep every one as it is and fix the code."
             )
             return None
-        if old is not None and old.strip() == done.content.strip():  # no blank line is a change
+        if given_back(old, done.content):
             digest = hashlib.sha256(done.content.encode()).hexdigest()[:16]
             key = {"path": done.path, "content_sha256": digest}
             verdict = self.guard.check("write_file", key)
