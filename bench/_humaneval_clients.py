@@ -38,7 +38,6 @@ from _humaneval_core import (
     kill_group,
     single_shot_prompt,
     tail,
-    task_text,
 )
 from _recording_proxy import RecordingProxy
 
@@ -157,17 +156,20 @@ def check_fusion(fusion_cmd: str, test_cmd: str | None) -> None:
 
 
 def run_fusion(
-    problem: Problem,
+    task: str,
     ws: Path,
     home: Path,
     model: str | None,
     fusion_cmd: str,
     timeout_s: float,
     test_cmd: str | None,
+    session: str | None = None,
 ) -> ClientRun:
-    """`home`: the server's own (the running daemon is adopted); `model` as it was launched."""
+    """`home`: the server's own (the running daemon is adopted); `model` as it was launched;
+    `session`: the one to continue (its id is the `session` of the detail), else a new one."""
     with_model = ["--model", model] if model else []
-    argv = [*shlex.split(fusion_cmd), *with_model, "run", task_text(problem), "--new", "--yes",
+    which = ["--session", session] if session else ["--new"]
+    argv = [*shlex.split(fusion_cmd), *with_model, "run", task, *which, "--yes",
             "--workspace", str(ws), "--json",
             "--max-duration-ms", str(int(timeout_s * 1000))]  # fmt: skip
     if test_cmd:
@@ -189,8 +191,8 @@ def run_fusion(
             at_first = at - (event["duration_ms"] - event["ttft_ms"]) / 1000
             ttft_s = event["ttft_ms"] / 1000
             first = first_token(at_first, ttft_s, event["prompt_n"], event["cache_n"])
-    ends = [e.get("outcome") for e in events if e.get("event") == "outcome"]
-    outcome = ends[-1] if ends else None
+    ends = [e for e in events if e.get("event") == "outcome"]
+    outcome = ends[-1].get("outcome") if ends else None
     tools = [e for e in events if e.get("event") == "tool"]
     detail = {
         "exit": code,
@@ -203,6 +205,7 @@ def run_fusion(
             if e.get("event") == "test"
         ],
         "stderr": tail(err, 800),
+        "session": ends[-1].get("session") if ends else session,
         **first,
     }
     timed_out = code is None or outcome == "time_ceiling"
@@ -250,7 +253,7 @@ def aider_files(folder: Path, model: str, n_ctx: int) -> tuple[Path, Path]:
 
 
 def run_aider(
-    problem: Problem,
+    message: str,
     ws: Path,
     home: Path,
     proxy: RecordingProxy,
@@ -258,9 +261,13 @@ def run_aider(
     files: tuple[Path, Path],
     timeout_s: float,
     test_cmd: str | None,
+    edit: tuple[str, ...] = ("solution.py",),
+    restore_chat: bool = False,
 ) -> ClientRun:
+    """`edit`: the files added to the chat; `restore_chat`: go on with the conversation aider kept
+    in the workspace (`.aider.chat.history.md`), as its own benchmark's second try does."""
     argv = [
-        str(AIDER_VENV / "bin" / "aider"), "solution.py", "--message", task_text(problem),
+        str(AIDER_VENV / "bin" / "aider"), *edit, "--message", message,
         "--openai-api-base", f"{proxy.url}/v1", "--openai-api-key", "x",
         "--model", f"openai/{model}",
         "--model-settings-file", str(files[0]), "--model-metadata-file", str(files[1]),
@@ -271,6 +278,8 @@ def run_aider(
     ]  # fmt: skip
     if test_cmd:
         argv += ["--test-cmd", test_cmd, "--auto-test"]
+    if restore_chat:
+        argv.append("--restore-chat-history")
     # HOME apart: no user's ~/.aider.conf.yml; the local cost map: litellm fetches none online
     env = _clean_env(HOME=str(home), LITELLM_LOCAL_MODEL_COST_MAP="True")
     mark = len(proxy.seen)

@@ -34,7 +34,6 @@ import dataclasses
 import datetime
 import json
 import os
-import platform
 import shlex
 import shutil
 import signal
@@ -44,12 +43,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import anyio
-import httpx
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _agent_server import Server, counters, machine, start_server, stop_server
 from _humaneval_clients import (
     aider_files,
     check_fusion,
@@ -60,81 +57,23 @@ from _humaneval_clients import (
     run_single_shot,
 )
 from _humaneval_core import (
-    PREDICTED_COUNTER,
-    PROMPT_COUNTER,
     Record,
     classify,
     load_problems,
-    parse_metrics,
     placeholder_file,
     render_first_tokens,
     render_table,
     run_check,
     sample,
     summarise,
+    task_text,
 )
 from _recording_proxy import RecordingProxy
 
-from fusion_tui.config import load_settings
 from fusion_tui.paths import AppPaths
-from fusion_tui.server.connect import connect, make_daemon
-from fusion_tui.status import ServerStatus
 
 CLIENTS = ("fusion", "single-shot", "aider")
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@dataclasses.dataclass
-class Server:
-    url: str
-    argv: list[str]
-    model: str
-    n_ctx_slot: int
-
-
-def start_server(paths: AppPaths, model: str | None) -> Server:
-    """The managed server as `fusion-tui launch` starts it (defaults, FUSION_TUI_* overrides of
-    this environment), with `--metrics` added for the token counters."""
-    settings = load_settings(paths.config_file)
-    lm = settings.local_models
-    managed = dataclasses.replace(lm.managed, extra_args=(*lm.managed.extra_args, "--metrics"))
-    settings = dataclasses.replace(settings, local_models=dataclasses.replace(lm, managed=managed))
-
-    async def launch() -> Server:
-        def say(status: ServerStatus) -> None:
-            print(f"  server: {status.summary()}", file=sys.stderr, flush=True)
-
-        conn = await connect(settings, paths, say, model=model, detached=True)
-        if conn.probe_pending is not None:
-            await conn.probe_pending  # as `launch` does: the start-up probe is part of the start
-        await conn.client.aclose()
-        rec = conn.record
-        assert rec is not None
-        return Server(rec.url, rec.argv, Path(rec.model_path).stem, conn.props.n_ctx)
-
-    return anyio.run(launch)
-
-
-def stop_server(paths: AppPaths) -> None:
-    anyio.run(make_daemon(load_settings(paths.config_file), paths).stop)
-
-
-def counters(url: str) -> tuple[int, int]:
-    values = parse_metrics(httpx.get(f"{url}/metrics", timeout=30).text)
-    return int(values.get(PROMPT_COUNTER, 0)), int(values.get(PREDICTED_COUNTER, 0))
-
-
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    return f"{platform.node()}, {os.cpu_count()} cores ({cpu}), load average {load}"
 
 
 def one(
@@ -150,12 +89,12 @@ def one(
     solution.write_text(original)
     before = counters(server.url)
     if client == "fusion":
-        ran = run_fusion(problem, ws, args.server_home, args.model, args.fusion_cmd,
+        ran = run_fusion(task_text(problem), ws, args.server_home, args.model, args.fusion_cmd,
                          args.timeout_s, args.agent_test_cmd)  # fmt: skip
     elif client == "single-shot":
         ran = run_single_shot(problem, ws, server.url, args.timeout_s)
     else:
-        ran = run_aider(problem, ws, home, args.proxy, server.model, args.aider_files,
+        ran = run_aider(task_text(problem), ws, home, args.proxy, server.model, args.aider_files,
                         args.timeout_s, args.agent_test_cmd)  # fmt: skip
     after = counters(server.url)
     final = solution.read_text(errors="replace") if solution.is_file() else None
