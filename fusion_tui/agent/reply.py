@@ -170,6 +170,11 @@ def _blocks(text: str, reply: Reply, prose: list[str]) -> None:
             i += 1
             continue
         fence, info, extra = m.group(1), m.group(2), m.group(3)
+        fenced_path = _fenced_path(lines, i)
+        if fenced_path:
+            prose.append(lines[i + 1])  # the path, above the block that follows
+            i += fenced_path
+            continue
         path = path_of(extra) or (path_of(info) if "." in info or "/" in info else None)
         lang = "" if path_of(info) else info.lower()
         if path is None:
@@ -192,6 +197,22 @@ def _blocks(text: str, reply: Reply, prose: list[str]) -> None:
             return
         _one_block(path, lang, body, reply)
         i = j + 1
+
+
+def _fenced_path(lines: list[str], i: int) -> int:
+    """How many lines to step over when the fence at `i` only wraps the path of the block after
+    it (the 1.5B coder wrote "```json", the path, then "```python" and the file, on an
+    Exercism task): 2 when the next fence opens the file's block, 3 when a closing fence comes
+    first; 0 when the fence opens a block of its own."""
+    if i + 2 >= len(lines) or path_of(lines[i + 1]) is None:
+        return 0
+    after = FENCE.match(lines[i + 2])
+    if after is None:
+        return 0
+    if after.group(2):  # an opening fence (it names a language): the file's block
+        return 2
+    opens_next = i + 3 < len(lines) and FENCE.match(lines[i + 3]) is not None
+    return 3 if opens_next else 0
 
 
 _MENTION = re.compile(r"`([\w.\-/]+\.\w+)`")

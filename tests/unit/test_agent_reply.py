@@ -102,3 +102,21 @@ def test_a_stray_fence_around_a_bare_call_or_after_prose_is_no_cut_off() -> None
     assert not done.items and not done.problems and not done.cut_off
     cut = parse_reply("a.py\n```python\ndef f():")
     assert cut.cut_off and cut.problems
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "```json\nbeer_song.py\n```python\ndef recite():\n    return []\n```",
+        "```\nbeer_song.py\n```\n```python\ndef recite():\n    return []\n```",
+    ],
+)
+def test_a_fence_that_only_wraps_the_path_names_the_next_block(text: str) -> None:
+    reply = parse_reply(text)
+    assert reply.items == [FileBlock("beer_song.py", "def recite():\n    return []\n", "python")]
+    assert not reply.problems
+
+
+def test_a_one_line_block_of_its_own_is_not_taken_for_a_path() -> None:
+    reply = parse_reply("Run it:\n```\nrun.sh\n```\nThen look.")
+    assert reply.items == [FileBlock(None, "run.sh\n", "")]
