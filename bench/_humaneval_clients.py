@@ -113,6 +113,9 @@ def _run(
         except subprocess.TimeoutExpired:
             kill_group(proc, grace_s)
             code = None
+        except BaseException:  # the bench is stopped: so is the client, whatever it started
+            kill_group(proc)
+            raise
         reader.join(5)
         wall = time.monotonic() - start
         err.seek(0)
