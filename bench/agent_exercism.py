@@ -17,13 +17,12 @@ launch` starts it (`_agent_server.py`):
 Per client: pass@1 and pass@2, median and total seconds per exercise (both tries, the judge's test
 runs left out), the server's prompt and predicted tokens, the final verdict's class.
 
-The exercises come from a checkout of github.com/exercism/python (MIT); the bench downloads
-nothing. Pinned for the published tables: commit 9eb657d4507d91efef99f484e7f2a1f4074911b5.
+The exercises come from github.com/exercism/python (MIT) at `EXERCISM_COMMIT`, cloned on first
+use into the bench cache (`--exercises DIR`: a checkout of your own).
 
-Run: git clone https://github.com/exercism/python ~/exercism-python
-     .venv/bin/python bench/agent_exercism.py --exercises ~/exercism-python --model coder-1.5b \
-         --sample 20 --seed 0 [--only acronym,bob] [--clients fusion,single-shot,aider]
-         [--runs 1] [--timeout-s 600] [--json-out FILE] [--fusion-cmd CMD] [--keep]
+Run: .venv/bin/python bench/agent_exercism.py --model coder-1.5b --sample 8 --seed 2
+         [--only acronym,bob] [--clients fusion,single-shot,aider] [--runs 1]
+         [--timeout-s 600] [--json-out FILE] [--fusion-cmd CMD] [--keep] [--exercises DIR]
 """
 
 from __future__ import annotations
@@ -36,6 +35,7 @@ import os
 import shlex
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -78,8 +78,31 @@ from _recording_proxy import RecordingProxy
 from fusion_tui.paths import AppPaths
 
 CLIENTS = ("fusion", "single-shot", "aider")
+EXERCISM_REPO = "https://github.com/exercism/python"
+EXERCISM_COMMIT = "9eb657d4507d91efef99f484e7f2a1f4074911b5"
+"""The track as the published tables ran it (2026-06-29)."""
+EXERCISM_CACHE = Path.home() / ".cache" / "fusion-tui" / "bench" / "exercism-python"
 ROOT = Path(__file__).resolve().parents[1]
 TRIES = 2
+
+
+def exercism_checkout(cache: Path = EXERCISM_CACHE) -> Path:
+    """The pinned checkout of the track, cloned into `cache` on first use."""
+    if (cache / "exercises" / "practice").is_dir():
+        return cache
+    print(f"cloning {EXERCISM_REPO} at {EXERCISM_COMMIT[:12]} into {cache}", file=sys.stderr)
+    part = cache.with_name(cache.name + ".part")
+    shutil.rmtree(part, ignore_errors=True)
+    try:
+        subprocess.run(["git", "clone", "--quiet", EXERCISM_REPO, str(part)], check=True)
+        subprocess.run(["git", "-C", str(part), "checkout", "--quiet", EXERCISM_COMMIT],
+                       check=True)  # fmt: skip
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise SystemExit(
+            f"could not clone {EXERCISM_REPO} ({exc}); clone it yourself and pass --exercises DIR"
+        ) from None
+    part.rename(cache)
+    return cache
 
 
 def single_shot_try(
@@ -154,10 +177,11 @@ def one(
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--exercises", type=Path, required=True, metavar="DIR",
-                    help="a checkout of github.com/exercism/python")  # fmt: skip
+    ap.add_argument("--exercises", type=Path, metavar="DIR",
+                    help="a checkout of github.com/exercism/python (default: the pinned one, "
+                    "cloned on first use)")  # fmt: skip
     ap.add_argument("--model", help="model short name or GGUF path (default: fusion's default)")
-    ap.add_argument("--sample", type=int, default=20, help="exercises (default 20; 0: all)")
+    ap.add_argument("--sample", type=int, default=8, help="exercises (default 8; 0: all)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--only", metavar="SLUG,...", help="these exercises instead of a sample")
     ap.add_argument("--clients", default=",".join(CLIENTS))
@@ -171,8 +195,9 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(clients) - set(CLIENTS))
     if unknown or not clients:
         ap.error(f"--clients: unknown {', '.join(unknown) or '(none)'}; pick from {CLIENTS}")
+    folder = args.exercises.expanduser() if args.exercises else exercism_checkout()
     try:
-        exercises = load_exercises(args.exercises.expanduser())
+        exercises = load_exercises(folder)
     except (OSError, ValueError, KeyError) as exc:
         ap.error(f"--exercises {args.exercises}: not a checkout of exercism/python ({exc})")
     if not exercises:
