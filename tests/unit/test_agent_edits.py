@@ -98,3 +98,11 @@ def test_a_new_file_from_an_empty_search() -> None:
     assert resolved(SearchReplace("new.py", "", "x = 1\n"), {}) == ("new.py", "x = 1\n", "whole")
     with pytest.raises(EditRefused, match="does not exist"):
         resolved(SearchReplace("new.py", "x\n", "y\n"), {})
+
+
+def test_a_path_in_another_case_is_the_file_in_the_chat() -> None:
+    files = {"clock.py": "class Clock:\n    pass\n"}
+    block = FileBlock("Clock.py", "class Clock:\n    def __init__(self, h, m):\n        pass\n")
+    assert resolved(block, files)[0] == "clock.py"
+    both = {**files, "CLOCK.PY": "x = 1\n"}  # two files fold to it: the name stands as written
+    assert resolved(block, both)[0] == "Clock.py"

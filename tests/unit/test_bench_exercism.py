@@ -109,9 +109,7 @@ def test_an_edited_test_is_put_back_before_the_run(exercise: ex.Exercise, tmp_pa
     assert (ws / "doubler_test.py").read_text() == TESTS
 
 
-def test_a_late_client_is_a_timeout_whatever_it_left(
-    exercise: ex.Exercise, tmp_path: Path
-) -> None:
+def test_a_late_client_is_a_timeout_whatever_it_left(exercise: ex.Exercise, tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     stub = ex.make_workspace(exercise, ws)
     (ws / "doubler.py").write_text(GOOD)
