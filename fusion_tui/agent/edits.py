@@ -17,6 +17,8 @@ is kept, and the model told why. Everything else is refused with a sentence the 
 from __future__ import annotations
 
 import ast
+import dataclasses
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -77,10 +79,30 @@ def _is_docstring(node: ast.stmt) -> bool:
     )
 
 
+def placeholder_path(path: str) -> bool:
+    """Whether a path is the system message's example (`EXAMPLE_PATH`) or one like it
+    (`path/to/the/file.py`: the 1.5B varied it on an Exercism task, and a new file of that name
+    was written beside the one the tests import)."""
+    parts = path.split("/")
+    return path == EXAMPLE_PATH or (len(parts) > 2 and parts[0] == "path" and parts[1] in
+                                    ("to", "of"))  # fmt: skip
+
+
+def without_self_import(path: str, content: str) -> str:
+    """`content` less its top-level lines that import names from the module `path` itself (`from
+    complex_numbers import ComplexNumber` atop complex_numbers.py, copied from the tests by the
+    1.5B): in the module they name, such a line fails at import, before any test runs."""
+    if not path.endswith(".py"):
+        return content
+    module = re.escape(path[:-3].replace("/", "."))
+    line = re.compile(rf"^from[ \t]+{module}[ \t]+import[ \t]+[^\n(]*\n", re.M)
+    return line.sub("", content)
+
+
 def resolve_path(path: str | None, block: str, files: Mapping[str, str], known: set[str]) -> str:
     """The workspace path an edit is for. `files`: the files in the chat (path → text);
     `known`: every file path of the workspace the loop knows of."""
-    if path == EXAMPLE_PATH and path not in known and path not in files:
+    if path is not None and placeholder_path(path) and path not in known and path not in files:
         path = None  # the system message's example, copied: the block says no path of its own
     if path is not None:
         if path in known or path in files:
@@ -126,6 +148,7 @@ def resolve(
                 return Resolved(path, edit.replace, "whole")
             raise EditRefused(f"{path} does not exist; to create it give its whole content")
         return Resolved(path, search_replace(path, old, edit.search, edit.replace), "search")
+    edit = dataclasses.replace(edit, content=without_self_import(path, edit.content))
     if old is not None and path.endswith(".py"):
         merged = merge_python(old, edit.content)
         if merged is not None:

@@ -106,3 +106,25 @@ def test_a_path_in_another_case_is_the_file_in_the_chat() -> None:
     assert resolved(block, files)[0] == "clock.py"
     both = {**files, "CLOCK.PY": "x = 1\n"}  # two files fold to it: the name stands as written
     assert resolved(block, both)[0] == "Clock.py"
+
+
+def test_a_variant_of_the_example_path_is_no_path() -> None:
+    tests = "import unittest\n\n\nclass ComplexNumbersTest(unittest.TestCase):\n    pass\n"
+    files = {
+        "complex_numbers.py": "class ComplexNumber:\n    pass\n",
+        "complex_numbers_test.py": tests,
+    }
+    block = FileBlock("path/to/the/file.py", "class ComplexNumber:\n    real = 0\n")
+    assert resolved(block, files)[0] == "complex_numbers.py"
+
+
+def test_a_file_that_imports_from_itself_loses_that_line() -> None:
+    files = {"complex_numbers.py": "class ComplexNumber:\n    pass\n"}
+    text = (
+        "import math\nfrom complex_numbers import ComplexNumber\n\n"
+        "class ComplexNumber:\n    real = 0\n"
+    )
+    content = resolved(FileBlock("complex_numbers.py", text), files)[1]
+    assert content == "import math\n\nclass ComplexNumber:\n    real = 0\n"
+    other = resolved(FileBlock("main.py", text), files)[1]  # another module's import stays
+    assert "from complex_numbers import ComplexNumber\n" in other
