@@ -123,10 +123,16 @@ def is_test_file(path: str) -> bool:
 
 
 def tests_command(paths: list[str], runner: str) -> str:
-    """The command that runs the test files `paths` with `runner` (pytest or unittest)."""
+    """The command that runs the test files `paths` with `runner` (pytest or unittest).
+
+    pytest runs every test, not up to the first failure: the count of failures is what ranks
+    the attempts when none passes (an attempt that fails one test of twenty beats one that fails
+    twelve; with `-x` every failing attempt counted one), and the summary's `FAILED` lines show
+    the model every test its code gets wrong. Short tracebacks keep several failures within the
+    tail the model is shown."""
     files = " ".join(map(shlex.quote, paths))
     if runner == "pytest":
-        return f"python3 -m pytest -q -x -p no:cacheprovider {files}"
+        return f"python3 -m pytest -q --tb=short -p no:cacheprovider {files}"
     return f"python3 -m unittest {files}"
 
 

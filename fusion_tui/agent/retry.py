@@ -38,6 +38,8 @@ top-k 40, top-p 0.95 and min-p 0.05 keep the sample on sensible tokens)."""
 _DOCTEST = re.compile(r"\*\*\*Test Failed\*\*\* (\d+) failures?")
 _UNITTEST = re.compile(r"FAILED \(([^)]*)\)")
 _PYTEST = re.compile(r"(\d+) (?:failed|errors?)\b")
+_PYTEST_SUMMARY = re.compile(r"^=*\s*\d+ \w+(?:, \d+ \w+)* in \d")
+"""pytest's last line, `2 failed, 1 passed in 0.05s`: between `=` rules, or bare under `-q`."""
 
 
 def failure_count(output: str) -> int | None:
@@ -49,7 +51,7 @@ def failure_count(output: str) -> int | None:
     unit = _UNITTEST.findall(output)
     if unit:
         return sum(int(n) for n in re.findall(r"(?:failures|errors)=(\d+)", unit[-1]))
-    lines = [line for line in output.splitlines() if _PYTEST.search(line) and "=" in line]
+    lines = [line for line in output.splitlines() if _PYTEST_SUMMARY.match(line)]
     if lines:
         return sum(int(n) for n in _PYTEST.findall(lines[-1]))
     return None

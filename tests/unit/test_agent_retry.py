@@ -4,12 +4,15 @@ failed fewest checks stays."""
 
 from __future__ import annotations
 
+import shlex
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from fusion_tui.agent import checks
 from fusion_tui.agent.retry import RETRY_TEMPERATURE, Retries, failure_count
 from tests.fakes.fake_server import FakeLlamaServer, Reply
 from tests.unit.cli_support import call_cli, edit, json_lines, workspace
@@ -150,12 +153,28 @@ def test_a_task_stuck_before_it_wrote_anything_starts_over(
         ("Ran 5 tests in 0.001s\n\nFAILED (failures=2, errors=1)", 3),
         ("=========== 1 failed, 4 passed in 0.05s ===========", 1),
         ("==== 2 failed, 1 error in 0.1s ====", 3),
+        ("FAILED test_x.py::test_a - assert 1 == 2\n2 failed, 1 passed in 1.37s", 2),
+        ("==== 3 passed in 0.1s ====", 0),
         ("Traceback (most recent call last):\nNameError: x", None),
         ("", None),
     ],
 )
 def test_failure_count_reads_the_runners_summaries(output: str, count: int | None) -> None:
     assert failure_count(output) == count
+
+
+def test_found_pytest_runs_count_every_failing_test(tmp_path: Path) -> None:
+    """The attempts are ranked by the count of failed tests, so the found pytest command runs
+    them all (no `-x`) and its quiet summary is read."""
+    (tmp_path / "test_x.py").write_text(
+        "def test_a():\n    assert 1 == 2\n\n\ndef test_b():\n    assert 2 == 3\n\n\n"
+        "def test_c():\n    pass\n"
+    )
+    command = checks.tests_command(["test_x.py"], "pytest").replace("python3", sys.executable, 1)
+    ran = subprocess.run(
+        shlex.split(command), cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert failure_count(ran.stdout) == 2, ran.stdout
 
 
 def test_a_tie_keeps_the_first_attempt_and_a_known_count_beats_none() -> None:

@@ -246,8 +246,8 @@ def test_the_test_files_shown_with_the_task_are_its_tests(
     assert code == 0, err
     runs = runs_of(out)
     assert [(t["ok"], t["command"]) for t in runs] == [
-        (False, "python3 -m pytest -q -x -p no:cacheprovider test_calc.py"),
-        (True, "python3 -m pytest -q -x -p no:cacheprovider test_calc.py"),
+        (False, "python3 -m pytest -q --tb=short -p no:cacheprovider test_calc.py"),
+        (True, "python3 -m pytest -q --tb=short -p no:cacheprovider test_calc.py"),
     ]
     assert (ws / "test_calc.py").read_text() == CALC_TEST
     prompts = [str(c.body["prompt"]) for c in cli_server.completions()]
