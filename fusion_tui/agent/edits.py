@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from fusion_tui.agent.checks import syntax_problem
+from fusion_tui.agent.checks import is_test_file, syntax_problem
 from fusion_tui.agent.prompt import EXAMPLE_PATH
 from fusion_tui.agent.reply import FileBlock, SearchReplace
 
@@ -105,6 +105,15 @@ def resolve_path(path: str | None, block: str, files: Mapping[str, str], known: 
     if path is not None and placeholder_path(path) and path not in known and path not in files:
         path = None  # the system message's example, copied: the block says no path of its own
     if path is not None:
+        if path in files and is_test_file(path):
+            # "to make `test_stats.py` pass, here is the fix:" above a block that redefines
+            # stats.py's functions (the 0.5B): the line names the judge, the code says the file
+            others = {p: text for p, text in files.items() if p != path}
+            target = _redefined_file(block, others)
+            if target is not None and not set(top_names(block) or ()) & set(
+                top_names(files[path]) or ()
+            ):
+                return target
         if path in known or path in files:
             return path
         base = path.rsplit("/", 1)[-1]
@@ -115,14 +124,9 @@ def resolve_path(path: str | None, block: str, files: Mapping[str, str], known: 
         # Exercism task), and a new file beside the one the tests import was written
         folded = sorted(p for p in files if p.casefold() == path.casefold())
         return folded[0] if len(folded) == 1 else path
-    names = set(top_names(block) or ())
-    if names:
-        scored = sorted(
-            ((len(names & set(top_names(text) or ())), p) for p, text in files.items()),
-            reverse=True,
-        )
-        if scored and scored[0][0] > 0 and (len(scored) == 1 or scored[1][0] < scored[0][0]):
-            return scored[0][1]
+    redefined = _redefined_file(block, files)
+    if redefined is not None:
+        return redefined
     if len(files) == 1:
         return next(iter(files))
     raise EditRefused(
@@ -194,6 +198,20 @@ def keep_python(path: str, old: str, edit: FileBlock) -> None:
             f"{path} was kept as it is: the code block has no path and defines none of its "
             f"functions ({', '.join(had)}). Give the whole file with its path on the line above"
         )
+
+
+def _redefined_file(block: str, files: Mapping[str, str]) -> str | None:
+    """The one file in the chat that defines more of the block's top-level names than any other
+    (a block that redefines its functions is meant for it), or None."""
+    names = set(top_names(block) or ())
+    if not names:
+        return None
+    scored = sorted(
+        ((len(names & set(top_names(text) or ())), p) for p, text in files.items()), reverse=True
+    )
+    if scored and scored[0][0] > 0 and (len(scored) == 1 or scored[1][0] < scored[0][0]):
+        return scored[0][1]
+    return None
 
 
 def search_replace(path: str, old: str, search: str, replace: str) -> str:

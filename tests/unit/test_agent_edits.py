@@ -108,6 +108,17 @@ def test_a_path_in_another_case_is_the_file_in_the_chat() -> None:
     assert resolved(block, both)[0] == "Clock.py"
 
 
+def test_a_test_file_named_above_its_codes_functions_is_the_code_file() -> None:
+    files = {
+        "stats.py": "def mean(xs):\n    return 0\n\n\ndef median(xs):\n    return 0\n",
+        "test_stats.py": "from stats import mean\n\n\ndef test_mean():\n    assert mean([2])\n",
+    }
+    fix = FileBlock("test_stats.py", "def mean(xs):\n    return sum(xs) / len(xs)\n")
+    assert resolved(fix, files)[0] == "stats.py"
+    tests = FileBlock("test_stats.py", "def test_mean():\n    assert True\n")  # the tests
+    assert resolved(tests, files)[0] == "test_stats.py"
+
+
 def test_a_variant_of_the_example_path_is_no_path() -> None:
     tests = "import unittest\n\n\nclass ComplexNumbersTest(unittest.TestCase):\n    pass\n"
     files = {
