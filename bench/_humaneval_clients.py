@@ -211,7 +211,10 @@ def run_fusion(
         "session": ends[-1].get("session") if ends else session,
         **first,
     }
-    timed_out = code is None or outcome == "time_ceiling"
+    # The agent that stops itself at its ceiling (`time_ceiling`) ended within the limit and left
+    # its best attempt in place: that is judged like any other ending. Only a process that had to
+    # be killed is a timeout.
+    timed_out = code is None
     return ClientRun(wall, timed_out, detail)
 
 

@@ -215,25 +215,33 @@ def main(argv: list[str] | None = None) -> int:
     with bench_server(args.model, "agent-exercism-", args.keep) as bench:
         server, tmp = bench.server, bench.folder
         args.server_home, args.aider_files, args.proxy = bench.home, bench.aider_files, bench.proxy
+        header = {
+            "command": f"`{command}`",
+            "date": started.strftime("%Y-%m-%d %H:%M %Z"),
+            "machine": load_before,
+            "server": f"`{shlex.join(server.argv)}`",
+            "exercises": f"{len(exercises)} ({'chosen' if args.only else f'seed {args.seed}'}): "
+            + " ".join(e.slug for e in exercises),
+            "limits": f"{args.timeout_s:g} s per try per client, {TRIES} tries",
+        }
         for run in range(args.runs):
             for ex in exercises:
                 for client in clients:
                     records.append(one(args, server, run, ex, client, tmp))
-    header = {
-        "command": f"`{command}`",
-        "date": started.strftime("%Y-%m-%d %H:%M %Z"),
-        "machine": f"{load_before}; at the end {os.getloadavg()[0]:.2f}",
-        "server": f"`{shlex.join(server.argv)}`",
-        "exercises": f"{len(exercises)} ({'chosen' if args.only else f'seed {args.seed}'}): "
-        + " ".join(e.slug for e in exercises),
-        "limits": f"{args.timeout_s:g} s per try per client, {TRIES} tries",
-    }
+                    # written after every record: an exercise can take twenty minutes, and a
+                    # run stopped half-way keeps what it measured
+                    save(args.json_out, header, records)
+    header["machine"] += f"; at the end {os.getloadavg()[0]:.2f}"
+    save(args.json_out, header, records)
     print("\n" + render_table(summarise(records, clients), header))
     print("\n" + render_rows(records, clients))
-    if args.json_out:
-        data = {"header": header, "records": [dataclasses.asdict(r) for r in records]}
-        args.json_out.write_text(json.dumps(data, indent=1) + "\n")
     return 0
+
+
+def save(path: Path | None, header: dict[str, str], records: list[Record]) -> None:
+    if path is not None:
+        data = {"header": header, "records": [dataclasses.asdict(r) for r in records]}
+        path.write_text(json.dumps(data, indent=1) + "\n")
 
 
 if __name__ == "__main__":
