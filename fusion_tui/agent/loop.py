@@ -95,7 +95,7 @@ from fusion_tui.agent.tools.shell import execute
 from fusion_tui.agent.tools.workspace import ToolError
 from fusion_tui.server.errors import ContextExceeded
 
-__all__ = ["AgentConfig", "AgentDeps", "TaskResult", "run_task", "tools_for"]
+__all__ = ["AgentConfig", "AgentDeps", "TaskResult", "compact_ahead", "run_task", "tools_for"]
 """`session_run` and the tests import the task's types from here too (they live in `task`)."""
 
 
@@ -108,6 +108,17 @@ CHARS_PER_TOKEN = 3.0
 STOP = ["<tool_response>"]
 """The model writes a call and waits; a model that goes on to invent the result is cut there."""
 REPAIR_NOTE = "{problems}. Reply again in the format of the system message."
+AHEAD_ASK = "Summarize the work of this session so far: facts found, files changed, what remains."
+"""The user's side of a transcript compacted after a task; the summary is the model's answer."""
+
+
+def next_task_room(n_ctx: int) -> int:
+    """Tokens a finished task's session keeps free for the next task's message (the task and
+    the files shown with it) before it compacts ahead: an eighth of the slot, at least 256 and
+    at most 4,096."""
+    return max(256, min(4096, n_ctx // 8))
+
+
 REPLY = "reply"
 """The loop guard's name for a whole reply: one given again word for word, with nothing changed
 since, is a loop like a repeated call (seen: thirty identical refused blocks)."""
@@ -352,14 +363,61 @@ class _Run:
         return counted + reserve >= int(self.meter.n_ctx * threshold)
 
     async def compact(self) -> None:
-        """Deliberate side call: summarize the transcript on the side slot, then restart on it.
+        """Deliberate side call: summarize the transcript on the side slot, then restart on it
+        with the task and the summary."""
+        before = self.meter.used_tokens
+        summary = await self.summarise()
+        if summary is None:
+            return
+        self.retries.passed()  # the transcript before the summary cannot be gone back to
+        first = f"{self.task}\n\n### summary of the work so far\n{summary}{self.tail()}"
+        self.packer = self.packer.restarted(first)
+        self.compacted(before, len(summary))
+
+    async def ahead_due(self) -> bool:
+        """After a task: whether the next one would likely not fit the slot (the transcript,
+        room for a new task's message, and the answer's reserve). Counted with the server's
+        tokenizer, and only when the transcript's bytes could reach the limit at all (a token
+        is at least a byte)."""
+        n_ctx = self.context()
+        if n_ctx <= 0 or not self.packer.messages or self.packer.awaiting_reply:
+            return False
+        text = self.packer.text
+        reserve = min(self.cfg.n_predict, n_ctx // 4) + next_task_room(n_ctx)
+        limit = int(n_ctx * self.cfg.compact_threshold)
+        if len(text.encode("utf-8")) + reserve < limit:
+            return False
+        if self.deps.count_tokens is None:
+            return self.meter.estimate(len(text)) + reserve >= limit
+        try:
+            return await self.deps.count_tokens(text) + reserve >= limit
+        except Exception:  # no count to be had: the next task compacts when it must
+            return False
+
+    async def compact_ahead(self) -> bool:
+        """Compact after a task, while the user reads its outcome, when the next task would not
+        fit (`ahead_due`): the next task's first token then waits for no summary. The new
+        transcript is the summary asked and answered; the next task follows it."""
+        if not await self.ahead_due():
+            return False
+        self.ceiling = self.clock.now() + self.cfg.finalization_ms / 1000
+        before = self.meter.used_tokens
+        summary = await self.summarise()
+        if summary is None:
+            return False
+        self.packer = self.packer.restarted(AHEAD_ASK)
+        self.packer.add_assistant(summary, kind="summary")
+        self.compacted(before, len(summary))
+        return True
+
+    async def summarise(self) -> str | None:
+        """The transcript summarised on the side slot (the old transcript archived), or None.
         The log is cut to the slot (the meter's chars per token, else 2); when the slot still
         refuses it (a smaller endpoint after a move), once more cut by the refused count."""
-        before = self.meter.used_tokens
         log = "\n\n".join(f"[{m.role}] {m.text}" for m in self.packer.messages)
         m, room = self.meter, self.summary_room()
         if room <= 0:  # the slot cannot hold a summary request: nothing to gain
-            return
+            return None
         per_token = m.prompt_chars / m.prompt_tokens if m.prompt_tokens > 0 else 2.0
         keep = min(LOG_CHARS, len(log), int(room * per_token))
         reply = await self.summary_of(log, keep)
@@ -368,16 +426,18 @@ class _Run:
             keep = int(keep * room / refused * 0.9)
             reply = await self.summary_of(log, keep)
         if reply.ended != "ok":
-            return
+            return None
         self.archived.append(self.packer.to_dict())
-        self.retries.passed()  # the transcript before the summary cannot be gone back to
-        first = f"{self.task}\n\n### summary of the work so far\n{reply.text.strip()}{self.tail()}"
-        self.packer = self.packer.restarted(first)
+        return reply.text.strip()
+
+    def compacted(self, before: int, chars: int) -> None:
+        """Say that the transcript was compacted (`before`: tokens in the slot until then;
+        `chars`: the summary's length)."""
         if self.deps.prefix_reuse == "none":
             note = "compaction costs a full re-read: this model's prefix reuse is none"
         else:
             note = "the stable prefix stays cached; the summary and what follows are read anew"
-        self.emit(Compacted(self.step, before, len(reply.text), note))
+        self.emit(Compacted(self.step, before, chars, note))
 
     async def summary_of(self, log: str, keep: int) -> Streamed:
         """The compaction's summary request over the last `keep` characters of `log`."""
@@ -982,6 +1042,23 @@ class _Stop(Exception):
 
 class _Blocked(Exception):
     """A repeated call was refused; the message goes to the model instead of any result."""
+
+
+async def compact_ahead(
+    *,
+    session_id: str,
+    deps: AgentDeps,
+    packer: PromptPacker,
+    config: AgentConfig | None = None,
+    cancel: CancelToken | None = None,
+) -> tuple[PromptPacker, list[dict[str, Any]]] | None:
+    """After a task: the session's transcript compacted when the next task would not fit it
+    (`_Run.compact_ahead`), with the transcript it replaced (for the session's record); None
+    when it fits, or the summary could not be had (the next task then compacts if it must)."""
+    run = _Run("", session_id, deps, config or AgentConfig(), cancel, packer)
+    if not await run.compact_ahead():
+        return None
+    return run.packer, run.archived
 
 
 async def run_task(

@@ -257,6 +257,11 @@ class PromptPacker:
         """Whether the transcript so far holds `text` verbatim."""
         return text in self._text
 
+    @property
+    def text(self) -> str:
+        """The transcript as the slot holds it, without the generation prompt."""
+        return self._text
+
     def prompt(self) -> str:
         """The prompt for the next completion (ends with the generation prompt)."""
         if not self.awaiting_reply:

@@ -30,7 +30,7 @@ from fusion_tui.agent.events import (
 )
 from fusion_tui.agent.finish_check import INTERRUPTED
 from fusion_tui.agent.host import AgentHost
-from fusion_tui.agent.loop import AgentConfig, AgentDeps, TaskResult, run_task
+from fusion_tui.agent.loop import AgentConfig, AgentDeps, TaskResult, compact_ahead, run_task
 from fusion_tui.agent.prompt import Message, PromptPacker
 from fusion_tui.agent.slot_policy import PolicySlots, SlotPolicy
 from fusion_tui.agent.tools.workspace import Workspace
@@ -189,21 +189,7 @@ class SessionRunner:
                 self._save_step()
             sink(event)
 
-        deps = AgentDeps(
-            completion=self.host.completion(),
-            slots=self.host.pool if self.slots is None else PolicySlots(self.host.pool, self.slots),
-            gate=self.gate,
-            workspace=self.workspace,
-            frame=self.host.frame,
-            stable_prefix=self.host.stable_prefix,
-            n_ctx=self.host.n_ctx,
-            context_size=None if self.host.routing is None else lambda: self.host.n_ctx,
-            prefix_reuse=self.host.machine.prefix_reuse,
-            clock=self.clock,
-            on_event=record,
-            delegate=self.host.delegate,
-            count_tokens=self._count_tokens,
-        )
+        deps = self._deps(record)
         result: TaskResult | None = None
         outcome: Outcome = "cancelled"
         error = ""
@@ -218,6 +204,55 @@ class SessionRunner:
         finally:
             save_error = self._finish(result, packer, outcome, error)
         return TurnReport(outcome, session, result, error, save_error or early_save, tools)
+
+    def _deps(self, on_event: EventSink) -> AgentDeps:
+        return AgentDeps(
+            completion=self.host.completion(),
+            slots=self.host.pool if self.slots is None else PolicySlots(self.host.pool, self.slots),
+            gate=self.gate,
+            workspace=self.workspace,
+            frame=self.host.frame,
+            stable_prefix=self.host.stable_prefix,
+            n_ctx=self.host.n_ctx,
+            context_size=None if self.host.routing is None else lambda: self.host.n_ctx,
+            prefix_reuse=self.host.machine.prefix_reuse,
+            clock=self.clock,
+            on_event=on_event,
+            delegate=self.host.delegate,
+            count_tokens=self._count_tokens,
+        )
+
+    async def compact_ahead(
+        self, *, on_event: EventSink | None = None, cancel: CancelToken | None = None
+    ) -> bool:
+        """After a turn, while its outcome is read: compact the transcript now when the next
+        task would not fit it, so that task's first token waits for no summary (the chat does
+        the same after an answer). Saved at once; False when nothing was due or it failed (the
+        next task compacts before its first step when it must)."""
+        sink = on_event or (lambda _e: None)
+
+        def record(event: AgentEvent) -> None:
+            if isinstance(event, RequestDone):
+                _record_request(self.session, event, self.wall_clock)
+            sink(event)
+
+        try:
+            ahead = await compact_ahead(
+                session_id=self.session.id, deps=self._deps(record), config=self.config,
+                packer=resume_packer(self.host, self._messages), cancel=cancel,
+            )  # fmt: skip
+        except Exception:  # a fault of any kind: the next task compacts before it if it must
+            return False
+        if ahead is None:
+            return False
+        packer, archived = ahead
+        self._messages, self._archived = list(packer.messages), self._archived + archived
+        try:
+            save_transcript(self.store, self.session.id, packer, self._archived)
+        except OSError:
+            return False
+        self._save()
+        return True
 
     def _finish(
         self, result: TaskResult | None, packer: PromptPacker, outcome: Outcome, error: str

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, Awaitable, Callable
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,7 @@ from fusion_tui.chat.backend import (
 )
 from fusion_tui.chat.endpoint_turns import FailoverAsker
 from fusion_tui.chat.endpoint_view import follow, grouped_view
+from fusion_tui.chat.events import Compacted as ChatCompacted
 from fusion_tui.chat.events import Notice, ReplyDone, ReplyEvent, ToolBlock
 from fusion_tui.chat.live_step import LiveStepTracker
 from fusion_tui.chat.server_stop import stop_beside_remote, stop_own_daemon
@@ -405,6 +407,33 @@ class AgentBackend:
             yield ReplyDone(report.outcome, note=outcome_note(report), partial=partial)
         finally:
             if not task.done():  # the consumer went away (Esc): stop the task, let it save
+                cancel.cancel()
+                await _settle(task)
+        if report.outcome != "cancelled":
+            async with aclosing(self.compact_ahead(runner)) as after:
+                async for notice in after:
+                    yield notice
+
+    async def compact_ahead(self, runner: SessionRunner) -> AsyncGenerator[Notice, None]:
+        """After an answered task, while its outcome is read: the transcript compacted when the
+        next task would not fit it (`SessionRunner.compact_ahead`), said while it runs. The
+        user's next message closes these events, which cuts it short; that task then compacts
+        before its first step if it must."""
+        queue: asyncio.Queue[AgentEvent | None] = asyncio.Queue()
+        cancel = CancelToken()
+        task = asyncio.create_task(runner.compact_ahead(on_event=queue.put_nowait, cancel=cancel))
+        task.add_done_callback(lambda _t: queue.put_nowait(None))
+        said = False
+        try:
+            while (event := await queue.get()) is not None:
+                if not said:  # a request went out: it was due
+                    said = True
+                    yield Notice("compacting the session ahead of the next task…")
+                if isinstance(event, Compacted):
+                    note = f"compacted the transcript ahead of the next task: {event.note}"
+                    yield ChatCompacted(note)
+        finally:
+            if not task.done():
                 cancel.cancel()
                 await _settle(task)
 

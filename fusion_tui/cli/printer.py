@@ -78,6 +78,14 @@ class Printer:
                 line = to_json_line(event)
                 if line is not None:
                     self._line(line)
+            elif isinstance(event, Compacted):  # the agent's: its summary, not yet counted
+                self._line(
+                    {
+                        "event": "compacted",
+                        "before": event.tokens_before,
+                        "summary_chars": event.summary_chars,
+                    }
+                )
             elif isinstance(event, PromptProgressed):
                 self._line(
                     {

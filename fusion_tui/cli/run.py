@@ -9,10 +9,13 @@ With `--json`, stdout carries one JSON object per line (the names are an interfa
 per request, `{"event": "tool", "name", "ok"}` per tool call (plus `"error"` when `ok` is
 false), `{"event": "test", "command", "ok", "exit", "tail", "round"}` per run of the test command
 (or of the docstring examples), `{"event": "retry", "attempt", "attempts", "reason", "restored"}`
-when a failing attempt is undone and asked again,
+when a failing attempt is undone and asked again, `{"event": "compacted", "before",
+"summary_chars"}` when the transcript was replaced by a summary (tokens before it),
 `{"event": "prompt_progress", "processed", "total", "cache"}` while a prompt is read, and last
 `{"event": "outcome", "outcome", "session"}`. Without it, progress goes to stderr and the
-summary to stdout.
+summary to stdout. When the session's transcript leaves no room for a next task, it is
+compacted after the task, before the outcome is said (a `compacted` event), so the next
+`run --session` starts without waiting for a summary.
 Exit codes: 0 completed, 1 any other outcome (`stuck`, `no_answer`, ...; or the server failed),
 2 bad input.
 """
@@ -178,6 +181,8 @@ async def run_task_command(
             slots=keeper,
         )  # fmt: skip
         report = await runner.run(task, on_event=out.event)
+        if report.outcome != "cancelled":  # the next task's first step then waits for no summary
+            await runner.compact_ahead(on_event=out.event)
         if report.save_error:
             out.error(f"the session was not saved: {report.save_error}")
         if report.error:

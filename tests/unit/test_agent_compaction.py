@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from fusion_tui.agent.events import Compacted
-from fusion_tui.agent.loop import run_task
+from fusion_tui.agent.loop import AHEAD_ASK, compact_ahead, run_task
 from tests.fakes.clock import FakeClock
 from tests.unit.test_agent_fakes import Say, Script, act, make_deps
 
@@ -84,3 +84,34 @@ async def test_a_new_task_is_counted_by_the_server_before_it_is_compacted(
     assert any(isinstance(e, Compacted) for e in events) is compacts
     first = script.bodies[0]
     assert (first["id_slot"] == 3) is compacts  # the summary rides the side slot
+
+
+@pytest.mark.parametrize(("counted", "compacts"), [(1_000, False), (3_000, True)])
+async def test_a_task_that_leaves_no_room_for_the_next_compacts_after_its_outcome(
+    tmp_path: Path, counted: int, compacts: bool
+) -> None:
+    """After a task, the transcript is compacted ahead when the next task's message would not
+    fit beside it (counted by the server), so the next task's first step waits for no summary;
+    the new transcript is the summary asked and answered, the old one archived."""
+    clock = FakeClock(start=1000.0)
+    script = Script(clock, [Say("the answer: " + "long words " * 400), Say("it was explained")])
+
+    async def count(text: str) -> int:
+        return counted if "long words" in text else len(text) // 4
+
+    events: list[Any] = []
+    deps = make_deps(tmp_path, script, events=events, n_ctx=4096, count_tokens=count)
+    res = await run_task("explain the answer", session_id="s", deps=deps)
+    assert not any(isinstance(e, Compacted) for e in events)
+    ahead = await compact_ahead(session_id="s", deps=deps, packer=res.packer)
+    assert (ahead is not None) is compacts
+    assert any(isinstance(e, Compacted) for e in events) is compacts
+    if ahead is not None:
+        packer, archived = ahead
+        assert script.bodies[-1]["id_slot"] == 3  # the summary rides the side slot
+        assert [(m.role, m.text) for m in packer.messages] == [
+            ("user", AHEAD_ASK),
+            ("assistant", "it was explained"),
+        ]
+        assert "long words" in str(archived[0])
+        assert not packer.awaiting_reply  # the next task follows it

@@ -9,7 +9,7 @@ import pytest
 from fusion_tui.paths import AppPaths
 from fusion_tui.sessions.model import Session
 from fusion_tui.sessions.store import SessionStore
-from tests.fakes.fake_server import FakeLlamaServer
+from tests.fakes.fake_server import FakeLlamaServer, Reply
 from tests.unit.cli_support import act, call_cli, json_lines, workspace
 
 
@@ -165,3 +165,29 @@ def test_two_run_sessions_alternate_on_their_own_slots(
             ids[name] = events[-1]["session"]
             slots[name] |= {e["id_slot"] for e in events if e["event"] == "request"}
     assert len(slots["A"]) == len(slots["B"]) == 1 and slots["A"] != slots["B"], slots
+
+
+def test_a_task_that_fills_the_slot_compacts_before_its_outcome_and_the_next_starts_lean(
+    cli_server: FakeLlamaServer, ws: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The fake's tokens are characters: an answer of 7,000 leaves no room in an 8,192 slot for
+    a next task, so the transcript is compacted after the task (a side call), before the
+    outcome line, and the next task's first prompt holds the summary, not the answer."""
+    long_answer = "the answer is " + "many words " * 640
+    cli_server.script(
+        act("finish", summary=long_answer),
+        Reply(text=["the session explained the answer"]),
+        act("finish", summary="ok"),
+    )
+    code, out, _ = run(capsys, "explain it", "--workspace", str(ws), "--json")
+    assert code == 0
+    kinds = [e["event"] for e in json_lines(out)]
+    assert kinds[-2:] == ["compacted", "outcome"]
+    sid = json_lines(out)[-1]["session"]
+    code2, _out2, _ = run(capsys, "and now?", "--session", sid, "--json")
+    assert code2 == 0
+    bodies = [c.body for c in cli_server.completions()]
+    assert "many words" in str(bodies[1]["prompt"])  # the summary request read the log ...
+    assert bodies[1]["cache_prompt"] is False
+    nxt = str(bodies[2]["prompt"])
+    assert "the session explained the answer" in nxt and "many words" not in nxt  # ... not the next
