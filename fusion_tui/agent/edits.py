@@ -169,14 +169,21 @@ def without_usage_examples(
     shows how to call the code; it is not a file. Seen with the 1.5B coder on HumanEval/103:
     such a block was refused ("defines none of its functions") beside the function that was
     written, and the model, told to give the whole file, gave back the file it was shown, the
-    unimplemented function included. A reply of such blocks alone is still refused."""
+    unimplemented function included. The same goes for a pathless block that is not Python
+    (`_usage_example`). A reply of such blocks alone is still refused."""
     if not any(isinstance(e, FileBlock) and top_names(e.content) for e in edits):
         return list(edits)
     return [e for e in edits if not _usage_example(e)]
 
 
 def _usage_example(edit: FileBlock | SearchReplace) -> bool:
-    return isinstance(edit, FileBlock) and edit.path is None and top_names(edit.content) == []
+    """A pathless block that calls the code, or that is not Python at all and not said to be:
+    the test output the 1.5B makes up after its fix ("Here is the output: ``` FAILED ...
+    ```") was taken for the file and refused as code that does not compile."""
+    if not isinstance(edit, FileBlock) or edit.path is not None:
+        return False
+    names = top_names(edit.content)
+    return names == [] or (names is None and edit.lang.lower() not in ("python", "py", "python3"))
 
 
 def keep_python(path: str, old: str, edit: FileBlock) -> None:

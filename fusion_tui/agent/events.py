@@ -91,7 +91,7 @@ class RequestDone:
     predicted_per_second: float
     duration_ms: float
     prompt_chars: int
-    ended: Literal["ok", "time_ceiling", "cancelled", "error", "deadline"] = "ok"
+    ended: Literal["ok", "time_ceiling", "cancelled", "error", "deadline", "repeated"] = "ok"
     endpoint: str | None = None
     """The label of the endpoint that served it (set only with several endpoints)."""
     moved_from: str | None = None

@@ -321,6 +321,7 @@ class _Run:
             cancel=self.cancel,
             on_event=self.emit,
             deadline_means="deadline" if purpose == "summary" else "time_ceiling",
+            stop_repeating=self.slot >= 0 and purpose in ("step", "repair"),
         )
         if reply.end is not None:
             t = reply.end.timings

@@ -56,7 +56,34 @@ class SlotChooser(Protocol):
 DRAFT_INTERVAL_S = 0.1
 """StepDraft events at most this often (reading the draft costs per call)."""
 
-Ended = Literal["ok", "time_ceiling", "cancelled", "error", "deadline"]
+Ended = Literal["ok", "time_ceiling", "cancelled", "error", "deadline", "repeated"]
+"""`repeated`: the answer was stopped once it went round in a loop (`repetition_start`)."""
+
+REPEAT_WINDOW = 600
+"""Characters an answer must repeat verbatim before it counts as a loop: code that is legitimately
+repetitive (verses, tables) differs within far fewer, and the 1.5B's loops are longer."""
+
+
+def repetition_start(text: str, window: int = REPEAT_WINDOW) -> int | None:
+    """Where an answer that went round in a loop started its first repeat, or None.
+
+    Seen with the 1.5B coder on Exercism: told its tests failed, it wrote the fix, invented the
+    test output, said "it seems the tests are still failing", and wrote the same fix again, four
+    times over, until the 2,048-token cap (8,860 characters, about 200 s of a 300 s try). Once the
+    last `window` characters stand earlier in the answer word for word, the rest can only repeat
+    them: the answer is cut where the repeat began (the first round kept whole)."""
+    n = len(text)
+    if n < 2 * window:
+        return None
+    tail_at = n - window
+    earlier = text.rfind(text[tail_at:], 0, n - 1)
+    if earlier < 0:
+        return None
+    period = tail_at - earlier
+    start = tail_at
+    while start - period > 0 and text[start - 1] == text[start - 1 - period]:
+        start -= 1
+    return start
 
 
 @dataclass(frozen=True)
@@ -79,10 +106,15 @@ async def stream_request(
     cancel: CancelToken | None,
     on_event: EventSink,
     deadline_means: Ended = "time_ceiling",
+    stop_repeating: bool = False,
 ) -> Reply:
-    """Stream one completion; a fired deadline reads as `deadline_means`, checked first."""
+    """Stream one completion; a fired deadline reads as `deadline_means`, checked first. With
+    `stop_repeating` an answer that goes round in a loop is stopped and cut where the loop
+    began (`repeated`; the server's final event, and with it the slot that served and the
+    timings, never comes, so only a request to a named slot is stopped so)."""
     parts: list[str] = []
     got_end: list[StreamEnd] = []
+    looped: list[int] = []
     t0 = clock.now()
     first: list[float] = []
     live = _Live(step, purpose, clock, on_event, parts, first)
@@ -98,6 +130,11 @@ async def stream_request(
                     parts.append(ev.text)
                     on_event(TokenDelta(step, ev.text, purpose))
                     live.draft()
+                    if stop_repeating and len(parts) % 8 == 0:  # every few tokens: cheap
+                        cut = repetition_start("".join(parts))
+                        if cut is not None:
+                            looped.append(cut)
+                            return  # closing the stream stops the server's generation
                 elif isinstance(ev, PromptProgress):
                     live.progress(ev)
                 elif isinstance(ev, StreamEnd):
@@ -124,7 +161,10 @@ async def stream_request(
         ended, error, exc = "error", str(e), e
     live.draft(done=True)
     end = got_end[-1] if got_end else None
-    if ended == "ok" and end is None:
+    text = "".join(parts)
+    if ended == "ok" and looped:
+        ended, text = "repeated", text[: looped[0]]
+    elif ended == "ok" and end is None:
         ended, error = "error", "the stream ended without a final event"
     timings = end.timings if end else None
     on_event(
@@ -142,7 +182,7 @@ async def stream_request(
             ended=ended,
         )
     )
-    return Reply("".join(parts), ended, end, error, exc)
+    return Reply(text, ended, end, error, exc)
 
 
 class _Live:

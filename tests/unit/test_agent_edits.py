@@ -87,6 +87,9 @@ def test_a_pathless_block_that_only_calls_the_code_is_a_usage_example() -> None:
     named = FileBlock("run.py", "print(sd([1, 2]))\n")
     assert without_usage_examples([fix, usage, named]) == [fix, named]
     assert without_usage_examples([usage]) == [usage]  # alone it is refused, as above
+    output = FileBlock(None, "FAILED test_sd.py::test_sd - AssertionError\n1 failed in 0.1s\n")
+    broken = FileBlock(None, "def sd(xs:\n", lang="python")  # said to be Python: refused
+    assert without_usage_examples([fix, output, broken]) == [fix, broken]
 
 
 def test_a_file_that_is_broken_already_may_be_rewritten_with_anything() -> None:
