@@ -112,6 +112,15 @@ AHEAD_ASK = "Summarize the work of this session so far: facts found, files chang
 """The user's side of a transcript compacted after a task; the summary is the model's answer."""
 
 
+def summary_reserve(config: AgentConfig) -> float:
+    """Seconds of a task kept for its summary step: `finalization_ms`, at most a tenth of the
+    task (seen: a 300 s task whose summary ran on a fresh five minutes was killed at 315 s by
+    the benchmark that had asked for 300). A worker writes no summary and keeps none."""
+    if not config.finalize:
+        return 0.0
+    return min(config.finalization_ms, config.max_duration_ms / 10) / 1000
+
+
 def next_task_room(n_ctx: int) -> int:
     """Tokens a finished task's session keeps free for the next task's message (the task and
     the files shown with it) before it compacts ahead: an eighth of the slot, at least 256 and
@@ -145,7 +154,10 @@ class _Run:
         self.cancel = cancel or CancelToken()
         self.clock = deps.clock
         self.started = self.clock.now()
-        self.ceiling = self.started + config.max_duration_ms / 1000
+        self.end = self.started + config.max_duration_ms / 1000
+        """The task's end, its summary included: a `--max-duration-ms` holds."""
+        self.ceiling = self.end - summary_reserve(config)
+        """Where the steps stop, leaving the summary step its time before `end`."""
         self.tools = tools_for(deps.tools, deps.delegate is not None)
         if resume is not None:
             resume.set_stable(deps.stable_prefix)
@@ -879,6 +891,10 @@ class _Run:
         problem = finish_problem(prose)
         return None if problem is None else RETRY_NOTE.format(problem=problem)
 
+    def failed_reason(self) -> str:
+        """Why a task that ran out of time or steps is not done, when its checks still fail."""
+        return self.tests_failed_reason() if self.failing else ""
+
     def tests_failed_reason(self) -> str:
         run = self.last_test
         code = "timed out" if run is None or run.exit is None else f"exit code {run.exit}"
@@ -898,6 +914,8 @@ class _Run:
             if reason == "time_ceiling"
             else "The step limit was reached"
         )
+        if self.failing:  # said, or the summary claims the tests pass (the 1.5B did)
+            why += f"; {self.tests_failed_reason()}"
         note = f"{why}. In a few sentences, say what was done and what remains; no code."
         if pending is not None:
             self.packer.add_user(f"{pending[0]}\n\n{note}", kind=pending[1])
@@ -905,12 +923,12 @@ class _Run:
             if self.packer.awaiting_reply:  # keep what the slot holds: the prefix stays exact
                 self.packer.add_assistant(partial, kind="raw")
             self.packer.add_user(note, kind="note")
-        deadline = self.clock.now() + self.cfg.finalization_ms / 1000
+        deadline = min(self.clock.now() + self.cfg.finalization_ms / 1000, self.end)
+        if deadline <= self.clock.now():  # a tool ran past the task's end: no time is left
+            return reason, partial
         reply = await self.request("summary", deadline, self.cfg.summary_n_predict)
-        if reply.ended == "cancelled":  # the user stopped the summary: the reason still stands
+        if reply.ended != "ok":  # stopped, overran or failed: the reason stands, with the words
             return reason, reply.text
-        if reply.ended != "ok":  # overran (or failed): end anyway, with what it has
-            return "max_steps", reply.text
         self.packer.add_assistant(reply.text, kind="summary")
         summary = finish_as_prose(parse_reply(reply.text)).prose or reply.text
         return reason, "" if finish_problem(summary) else summary
@@ -933,9 +951,9 @@ class _Run:
         failed = 0
         while True:
             if self.step > 0 and self.clock.now() >= self.ceiling:  # a tool ended past it
-                return (*await self.finalize("time_ceiling", pending=pending), "")
+                return (*await self.finalize("time_ceiling", pending=pending), self.failed_reason())
             if self.step >= self.cfg.max_steps:
-                return (*await self.finalize("max_steps", pending=pending), "")
+                return (*await self.finalize("max_steps", pending=pending), self.failed_reason())
             if pending is not None:
                 self.packer.add_user(*pending)
                 pending = None
@@ -943,7 +961,8 @@ class _Run:
             self.emit(StepStarted(self.step, self.cfg.max_steps, self.ms_left()))
             reply = await self.next_reply()
             if reply.ended == "time_ceiling":
-                return (*await self.finalize("time_ceiling", partial=reply.text), "")
+                ended = await self.finalize("time_ceiling", partial=reply.text)
+                return (*ended, self.failed_reason())
             if reply.ended == "cancelled":
                 return "cancelled", "", ""
             if reply.ended == "error":

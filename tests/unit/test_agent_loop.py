@@ -24,6 +24,9 @@ from tests.fakes.clock import FakeClock
 from tests.unit.test_agent_fakes import FakeSlots, Say, Script, act, make_deps
 
 HOUR = 3600.0
+PAST_CEILING = 2 * HOUR - 60
+"""Past the steps' ceiling (the task's two hours less the summary's five minutes), a minute
+before the task's end."""
 
 
 @pytest.fixture
@@ -168,7 +171,7 @@ async def test_ceiling_while_waiting_for_the_first_byte_runs_the_summary_step(ws
     clock = FakeClock(start=1000.0)
     script = Script(
         clock,
-        [act("list_dir"), Say(hang_before=2 * HOUR), act("finish", summary="partial: listed")],
+        [act("list_dir"), Say(hang_before=PAST_CEILING), act("finish", summary="partial: listed")],
     )
     cancel = CancelToken()
     res = await run_task("t", session_id="s", deps=make_deps(ws, script), cancel=cancel)
@@ -185,7 +188,7 @@ async def test_ceiling_while_waiting_for_the_first_byte_runs_the_summary_step(ws
 
 async def test_ceiling_while_streaming(ws: Path) -> None:
     clock = FakeClock(start=1000.0)
-    script = Script(clock, [Say('<tool_call>\n{"name": "list_', hang_after=3 * HOUR), Say("s")])
+    script = Script(clock, [Say('<tool_call>\n{"name": "list_', hang_after=PAST_CEILING), Say("s")])
     res = await run_task("t", session_id="s", deps=make_deps(ws, script))
     assert res.outcome == "time_ceiling" and res.summary == "s"
     # the partial output stays in the transcript, so the summary prompt extends the last one
@@ -199,7 +202,7 @@ async def test_ceiling_while_a_tool_runs_lets_the_tool_finish(
     clock = FakeClock(start=1000.0)
 
     async def slow_tool(ctx: Any, args: dict[str, Any]) -> ToolResult:
-        clock.advance(2.5 * HOUR)  # the tool outlives the task ceiling
+        clock.advance(PAST_CEILING)  # the tool outlives the steps' ceiling
         return ToolResult(True, "slow result")
 
     monkeypatch.setitem(loop_mod.RUNNERS, "list_dir", slow_tool)
@@ -212,14 +215,31 @@ async def test_ceiling_while_a_tool_runs_lets_the_tool_finish(
     assert "slow result" in script.bodies[-1]["prompt"]
 
 
-async def test_finalization_overrun_ends_with_max_steps_and_what_it_has(ws: Path) -> None:
+async def test_a_tool_that_outlives_the_tasks_end_leaves_no_time_for_a_summary(
+    ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = FakeClock(start=1000.0)
+
+    async def slow_tool(ctx: Any, args: dict[str, Any]) -> ToolResult:
+        clock.advance(2.5 * HOUR)
+        return ToolResult(True, "slow result")
+
+    monkeypatch.setitem(loop_mod.RUNNERS, "list_dir", slow_tool)
+    script = Script(clock, [act("list_dir")])
+    res = await run_task("t", session_id="s", deps=make_deps(ws, script))
+    assert res.outcome == "time_ceiling" and len(script.bodies) == 1  # the deadline holds
+
+
+async def test_a_summary_that_overruns_the_tasks_end_keeps_the_reason_and_its_words(
+    ws: Path,
+) -> None:
     clock = FakeClock(start=1000.0)
     script = Script(
         clock,
-        [Say(hang_before=3 * HOUR), Say('{"tool": "finish", "args": {"summ', hang_after=600)],
+        [Say(hang_before=PAST_CEILING), Say('{"tool": "finish", "args": {"summ', hang_after=600)],
     )
     res = await run_task("t", session_id="s", deps=make_deps(ws, script))
-    assert res.outcome == "max_steps"
+    assert res.outcome == "time_ceiling"
     assert res.summary == '{"tool": "finish", "args": {"summ'
     assert res.requests[-1].purpose == "summary" and res.requests[-1].ended == "deadline"
 
@@ -340,3 +360,29 @@ async def test_words_that_led_into_the_code_are_followed_by_the_files_changed(
     res = await run_task("implement f in sol.py", session_id="s", deps=deps)
     assert (res.outcome, res.changed) == ("completed", ["sol.py"])
     assert res.summary == "Here is the fixed function:\n\nChanged sol.py."
+
+
+async def test_a_task_out_of_time_with_failing_tests_says_so_to_the_summary_and_the_user(
+    tmp_path: Path,
+) -> None:
+    """The 1.5B, asked for its summary at the ceiling, wrote "The tests passed after the
+    correction" over tests that failed: the request now says they fail, and so does the reason."""
+    from fusion_tui.agent.approval import HeadlessApprover
+    from tests.unit.test_agent_fakes import edit
+
+    (tmp_path / "sol.py").write_text("def f():\n    return 0\n")
+    clock = FakeClock(start=1000.0)
+    script = Script(
+        clock,
+        [
+            edit("sol.py", "def f():\n    return 1\n"),
+            Say(hang_before=PAST_CEILING),
+            Say("f returns 1; the test still fails."),
+        ],
+    )
+    deps = make_deps(tmp_path, script, approver=HeadlessApprover(yes=True))
+    config = AgentConfig(test_cmd="python3 -c 'raise SystemExit(1)'")
+    res = await run_task("make f right", session_id="s", deps=deps, config=config)
+    assert res.outcome == "time_ceiling"
+    assert "the tests still fail (exit code 1)" in script.bodies[-1]["prompt"].rsplit("user", 1)[1]
+    assert res.error.startswith("the tests still fail (exit code 1)")
