@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -515,6 +516,19 @@ class _Run:
         )  # fmt: skip
         return None if guarded.ended == "cancelled" else result
 
+    def tested_files(self, tests: str) -> str:
+        """ ", in full: x.py" for the workspace's modules a test file imports (the 1.5B, refused a
+        rewrite of transpose_test.py, rewrote it again and again: it is told which file to
+        give), or "" when none is known."""
+        modules = re.findall(r"^\s*(?:from|import)\s+([\w.]+)", tests, re.M)
+        paths = [m.replace(".", "/") + ".py" for m in dict.fromkeys(modules)]
+        found = [p for p in paths if p in self.files or p in self.known]
+        return (
+            f": give {', '.join(found)} in full, its path on the line above the block"
+            if found
+            else ""
+        )
+
     async def apply_edit(self, edit: FileBlock | SearchReplace, notes: list[str]) -> str | None:
         """Write one edit; the path it changed, else None (the reason is in `notes`).
         Raises `_Stop` when the model repeats a write that changes nothing."""
@@ -530,7 +544,7 @@ class _Run:
                 return None
             notes.append(
                 f"Not written: {done.path} holds tests, and the tests judge the change; fix the "
-                "code they test instead."
+                f"code they test instead{self.tested_files(old or done.content)}."
             )
             return None
         dropped = dropped_examples(old or "", done.content) if self.examples_judge() else []

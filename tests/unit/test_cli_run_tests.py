@@ -110,3 +110,4 @@ def test_with_a_test_command_the_test_files_are_not_the_agents_to_change(
     assert (ws / "test_calc.py").read_text() == CHECK + "\n"
     told = str(cli_server.completions()[1].body["prompt"]).rsplit("<|im_start|>user", 1)[-1]
     assert "Not written: test_calc.py holds tests, and the tests judge the change" in told
+    assert "give calc.py in full" in told  # the file the tests import, named
