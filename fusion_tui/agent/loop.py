@@ -939,13 +939,22 @@ class _Run:
             self.packer.add_user(note, kind="note")
         deadline = min(self.clock.now() + self.cfg.finalization_ms / 1000, self.end)
         if deadline <= self.clock.now():  # a tool ran past the task's end: no time is left
+            self.unask_summary(pending)
             return reason, partial
         reply = await self.request("summary", deadline, self.cfg.summary_n_predict)
         if reply.ended != "ok":  # stopped, overran or failed: the reason stands, with the words
+            self.unask_summary(pending)
             return reason, reply.text
         self.packer.add_assistant(reply.text, kind="summary")
         summary = finish_as_prose(parse_reply(reply.text)).prose or reply.text
         return reason, "" if finish_problem(summary) else summary
+
+    def unask_summary(self, pending: tuple[str, str] | None) -> None:
+        """A summary that did not come: its question leaves the transcript, which then ends on
+        the model's last words. Left unanswered, a resumed session marks it "interrupted", and
+        the 1.5B gave that marker back word for word as its next summary."""
+        if pending is None and self.packer.messages[-1].kind == "note":
+            self.packer = self.packer.rewound(len(self.packer.messages) - 1)
 
     async def run(self) -> tuple[Outcome, str, str]:
         try:

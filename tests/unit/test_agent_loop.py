@@ -242,6 +242,8 @@ async def test_a_summary_that_overruns_the_tasks_end_keeps_the_reason_and_its_wo
     assert res.outcome == "time_ceiling"
     assert res.summary == '{"tool": "finish", "args": {"summ'
     assert res.requests[-1].purpose == "summary" and res.requests[-1].ended == "deadline"
+    assert not res.packer.awaiting_reply  # the unanswered question left the transcript
+    assert "The time limit was reached" not in res.packer.messages[-1].text
 
 
 async def test_user_cancel_closes_the_stream(ws: Path) -> None:
