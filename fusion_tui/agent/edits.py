@@ -117,8 +117,12 @@ def resolve_path(path: str | None, block: str, files: Mapping[str, str], known: 
         if path in known or path in files:
             return path
         base = path.rsplit("/", 1)[-1]
-        same = sorted(p for p in known | set(files) if p.rsplit("/", 1)[-1] == base)
-        if len(same) == 1 and "/" not in path:
+        every = known | set(files)
+        same = sorted(p for p in every if p.rsplit("/", 1)[-1] == base)
+        folder = path.rsplit("/", 1)[0] + "/" if "/" in path else ""
+        # a folder the workspace does not have, before the name of a file it has: the 1.5B
+        # wrote `file/sublist.py` beside sublist.py, and the tests ran on the stub
+        if len(same) == 1 and (not folder or not any(p.startswith(folder) for p in every)):
             return same[0]
         # the name in another case: the 1.5B wrote `Clock.py` above the class of clock.py (an
         # Exercism task), and a new file beside the one the tests import was written

@@ -122,6 +122,14 @@ def test_a_test_file_named_above_its_codes_functions_is_the_code_file() -> None:
     assert resolved(tests, files)[0] == "test_stats.py"
 
 
+def test_a_folder_the_workspace_lacks_before_a_files_name_is_that_file() -> None:
+    files = {"sublist.py": "def sublist(a, b):\n    pass\n", "sublist_test.py": "import sublist\n"}
+    block = FileBlock("file/sublist.py", "def sublist(a, b):\n    return 1\n")
+    assert resolved(block, files)[0] == "sublist.py"
+    nested = {**files, "src/util.py": "x = 1\n"}  # a folder it has: a new file there
+    assert resolved(FileBlock("src/sublist.py", "y = 2\n"), nested)[0] == "src/sublist.py"
+
+
 def test_a_variant_of_the_example_path_is_no_path() -> None:
     tests = "import unittest\n\n\nclass ComplexNumbersTest(unittest.TestCase):\n    pass\n"
     files = {
