@@ -181,6 +181,10 @@ class _Run:
         """Check rounds used: replies that were sent back because the checks failed."""
         self.last_test: TestRan | None = None
         self.found_tests: str | None = None
+        self.specified: set[str] = set()
+        """Files shown with the task whose docstrings held examples: a rewrite that drops them
+        is still run (HumanEval/129: the 1.5B's rewrite without the docstring left no example,
+        nothing ran it, and its module-level `print(minPath(...))` raised at import)."""
         """The command of the test files shown with the task, when the user gave none."""
         self.nudged = False
         """Whether a reply that would have ended the task undone was already sent back."""
@@ -254,6 +258,7 @@ class _Run:
         budget = max(0, int(room * 0.6) - len(self.deps.stable_prefix))
         chat = choose(self.task, files, self.read, budget)
         self.files.update(chat.shown)
+        self.specified = set(with_examples(list(chat.shown), chat.shown))
         self.found_tests = await self.find_tests(list(chat.shown))
         if self.packer.messages:  # a session that goes on: what it holds unchanged stays there
             held = self.packer.holds
@@ -677,7 +682,8 @@ class _Run:
             if found is None:
                 return None
             return test_feedback(found.command, found.exit, found.tail, rounds_left)
-        paths = with_examples(self.changed, self.files)
+        examples = set(with_examples(self.changed, self.files))
+        paths = [p for p in self.changed if p in examples or p in self.specified]
         if not self.cfg.find_tests or not paths:
             return None
         run = await self.run_own("run_examples", examples_command(paths), EXAMPLES_TIMEOUT_S,

@@ -290,3 +290,20 @@ def test_examples_that_cannot_be_imported_are_shown_but_not_held_against_the_cod
     assert [(t["ok"], t["exit"]) for t in runs_of(out)] == [(False, 2)]  # shown as it ended
     assert json_lines(out)[-1]["outcome"] == "completed"
     assert len(cli_server.completions()) == 1  # nothing handed back
+
+
+def test_a_rewrite_without_the_examples_still_runs_and_an_import_error_goes_back(
+    cli_server: FakeLlamaServer, ws: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """HumanEval/129: the 1.5B's rewrite dropped the docstring and added a module-level call
+    that raised; with no example left nothing ran it, and the task ended `completed`."""
+    raising = "def double(n):\n    return n * 2\n\n\nprint(doble(3))\n"
+    cli_server.script(edit("calc.py", raising), edit("calc.py", RIGHT, prose="Fixed."))
+    code, out, err = call_cli(
+        capsys, "run", "implement double in calc.py", "--workspace", str(ws), "--yes", "--json"
+    )
+    assert code == 0, err
+    runs = runs_of(out)
+    assert [(t["ok"], t["exit"]) for t in runs] == [(False, 3), (True, 0)]
+    told = str(cli_server.completions()[1].body["prompt"]).rsplit("<|im_start|>user", 1)[-1]
+    assert "raised an error as it was imported" in told
