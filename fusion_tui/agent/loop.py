@@ -283,6 +283,7 @@ class _Run:
         if not self.cfg.test_cmd:
             return ""
         run = await self.run_tests(round_=0)
+        self.retries.checked_before(run.tail, run.ok)
         if run.ok:
             return f"\n\nThe tests `{run.command}` pass now."
         how = "time out" if run.exit is None else f"fail (exit code {run.exit})"
@@ -388,7 +389,7 @@ class _Run:
         summary = await self.summarise()
         if summary is None:
             return
-        self.retries.passed()  # the transcript before the summary cannot be gone back to
+        self.retries.forget()  # the transcript before the summary cannot be gone back to
         first = f"{self.task}\n\n### summary of the work so far\n{summary}{self.tail()}"
         self.packer = self.packer.restarted(first)
         self.compacted(before, len(summary))
@@ -863,7 +864,8 @@ class _Run:
 
     async def keep_best(self) -> bool:
         """At a failing end: put back the earlier attempt that failed fewest checks, when it
-        failed strictly fewer than the files as they are; whether one was put back."""
+        failed strictly fewer than the files as they are, or the files as they were before any
+        attempt when none failed fewer than those; whether anything was put back."""
         best = self.retries.best(self.files, self.failed_output())
         if best is None:
             return False
@@ -871,9 +873,15 @@ class _Run:
             await self.put_back(dict(best.files))
         except _Stop:
             return False
-        number = self.retries.attempts.index(best) + 1
         counted = "" if best.failures is None else f", {best.failures} failed"
-        self.kept = f"the files hold attempt {number}, which failed fewest checks{counted}"
+        number = next((n for n, a in enumerate(self.retries.attempts, 1) if a is best), None)
+        if number is not None:
+            self.kept = f"the files hold attempt {number}, which failed fewest checks{counted}"
+        elif best.failures == 0:
+            self.kept = "the files were put back as they were when the checks last passed"
+        else:
+            self.kept = (f"no attempt failed fewer than the {best.failures} check(s) the files "
+                         "failed before the task: they were put back as they were")  # fmt: skip
         return True
 
     # --- endings -------------------------------------------------------------------------------

@@ -16,7 +16,10 @@ for three of those six within six tries. Hence the rule:
   that produced the attempt, and that prompt is asked again at `RETRY_TEMPERATURE` with a seed
   of its own (reproducible runs), up to `agent.retries` times;
 - when no attempt passes, the one with the fewest failed checks stays: the first on a tie, as
-  the model's own most likely answer;
+  the model's own most likely answer; but only when it failed fewer checks than the files did
+  before the task (or when the checks last passed), else those files are put back (seen: the
+  0.5B appended a copy of a test to the code file, which failed the one check the file had
+  failed before, and the next try started from the junk);
 - a task that goes nowhere before it wrote anything (it repeats itself into `stuck`, or answers
   a change with words twice) starts over from its own prompt, sampled so, while a retry is left.
 
@@ -80,6 +83,10 @@ class Attempt:
     def rank(self) -> float:
         return float("inf") if self.failures is None else self.failures
 
+    def held_by(self, files: dict[str, str]) -> bool:
+        """The files as they are already hold this attempt's text."""
+        return all(files.get(path) == text for path, text in self.files.items())
+
 
 @dataclass
 class Retries:
@@ -91,6 +98,11 @@ class Retries:
     attempts: list[Attempt] = field(default_factory=list)
     fresh: bool = False
     """The next reply opens a fresh attempt (sampled at `RETRY_TEMPERATURE`)."""
+    baseline: int | None = None
+    """Checks the files failed before any attempt: the run shown with the task, or 0 once the
+    checks passed; None when not known (no checks ran, or their output gave no count)."""
+    baseline_files: dict[str, str | None] = field(default_factory=dict)
+    """Each file written since then → its text before (None: it did not exist)."""
     origin: BranchPoint | None = None
     """Where the last closed attempt began: a fresh attempt that has not written yet goes back
     there again when its reply cannot be used (a sample can come out garbled, and a fix asked
@@ -102,9 +114,21 @@ class Retries:
         if self.point is None:
             self.point = BranchPoint(messages, rounds)
         self.point.before.setdefault(path, old)
+        self.baseline_files.setdefault(path, old)
+
+    def checked_before(self, output: str, ok: bool) -> None:
+        """The checks ran before any change (`output`, whether they passed): the count an
+        attempt must beat to stay at a failing end."""
+        self.baseline = 0 if ok else failure_count(output)
 
     def passed(self) -> None:
-        """The checks passed: the attempt is the answer, there is nothing to go back to."""
+        """The checks passed: the attempt is the answer, there is nothing to go back to but
+        the files as they are now."""
+        self.forget()
+        self.baseline, self.baseline_files = 0, {}
+
+    def forget(self) -> None:
+        """The transcript the attempts began in is gone (compacted): no attempt to go back to."""
         self.point = self.origin = None
         self.attempts.clear()
 
@@ -154,15 +178,29 @@ class Retries:
         return {"temperature": RETRY_TEMPERATURE, "seed": self.used}
 
     def best(self, files: dict[str, str], output: str) -> Attempt | None:
-        """The closed attempt to put back when the task ends with its checks failing (`files`
-        as they are, `output` of the last checks): the one with the fewest failed checks, the
-        first on a tie; None when the files as they are rank first, or there is none."""
+        """The files to put back when the task ends with its checks failing (`files` as they
+        are, `output` of the last checks): the attempt with the fewest failed checks, the first
+        on a tie, or the files before any attempt (`baseline`) when none failed fewer; None
+        when the files as they are rank first, or there is nothing to go back to."""
         last = None if self.point is None else self._attempt(self.point, files, output)
+        before = self.before_attempts()
         candidates = [*self.attempts, *([last] if last is not None else [])]
+        if before is not None:
+            candidates.insert(0, before)  # first: an attempt must fail fewer to stay
         if not candidates:
             return None
         best = min(candidates, key=Attempt.rank)  # min keeps the first of equals
-        return None if best is last else best
+        if best is last or (best is before and before.held_by(files)):
+            return None
+        return best
+
+    def before_attempts(self) -> Attempt | None:
+        """The files as they were before any attempt, with their count of failed checks, when
+        that count is known (files an attempt created are left: there is no text to put back)."""
+        if self.baseline is None or not self.baseline_files:
+            return None
+        kept = {p: t for p, t in self.baseline_files.items() if t is not None}
+        return Attempt(kept, self.baseline)
 
     @staticmethod
     def _attempt(point: BranchPoint, files: dict[str, str], output: str) -> Attempt:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from fusion_tui.agent import checks
-from fusion_tui.agent.retry import RETRY_TEMPERATURE, Retries, failure_count
+from fusion_tui.agent.retry import RETRY_TEMPERATURE, Attempt, Retries, failure_count
 from tests.fakes.fake_server import FakeLlamaServer, Reply
 from tests.unit.cli_support import call_cli, edit, json_lines, workspace
 
@@ -76,6 +76,21 @@ def test_when_no_attempt_passes_the_one_that_failed_fewest_checks_stays(
     assert "after 2 attempts; the files hold attempt 1, which failed fewest checks, 1 failed" in err
     again = cli_server.completions()[1].body
     assert again["prompt"] == cli_server.completions()[0].body["prompt"]
+
+
+def test_attempts_that_fail_as_many_checks_as_the_task_began_with_are_all_undone(
+    cli_server: FakeLlamaServer, ws: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Seen on the 0.5B: an attempt appended a copy of a test to the code file and failed the
+    one check the file failed before; it stayed, and the user's next try began from the junk."""
+    product = "def sub(a, b):\n    return a * b\n"  # fails both cases, as WRONG does
+    junk = WRONG + "\n\ndef test_sub():\n    assert sub(3, 1) == 2\n"
+    cli_server.script(edit("calc.py", junk), edit("calc.py", product))
+    code, out, err = run(capsys, ws, "--test-rounds", "0", "--retries", "1")
+    assert code == 1
+    assert json_lines(out)[-1]["outcome"] == "tests_failed"
+    assert (ws / "calc.py").read_text() == WRONG
+    assert "no attempt failed fewer than the 2 check(s) the files failed before the task" in err
 
 
 def test_the_words_of_an_attempt_whose_code_was_put_back_are_not_the_answer(
@@ -188,6 +203,25 @@ def test_a_tie_keeps_the_first_attempt_and_a_known_count_beats_none() -> None:
     retries.writing(2, 0, "a.py", "old")
     assert retries.best({"a.py": "three"}, "***Test Failed*** 3 failures.") == best
     assert retries.best({"a.py": "four"}, "all good: 0 failures") == best  # unknown ranks last
+
+
+def test_an_attempt_stays_only_when_it_failed_fewer_checks_than_the_files_before() -> None:
+    retries = Retries(allowed=3)
+    retries.checked_before("***Test Failed*** 2 failures.", ok=False)
+    retries.writing(2, 0, "a.py", "old")
+    retries.writing(2, 0, "new.py", None)
+    retries.close({"a.py": "one", "new.py": "n"}, "***Test Failed*** 2 failures.")
+    retries.writing(2, 0, "a.py", "old")
+    best = retries.best({"a.py": "two"}, "***Test Failed*** 2 failures.")
+    assert best is not None and best.files == {"a.py": "old"}  # a created file has no text
+    assert retries.best({"a.py": "old"}, "") is None  # the files already are as they were
+    assert retries.best({"a.py": "three"}, "***Test Failed*** 1 failures.") is None
+    retries.forget()  # compacted: the attempts are gone, what the files were is not
+    assert retries.best({"a.py": "four"}, "") == best
+    retries.passed()
+    assert retries.baseline == 0 and retries.best({"a.py": "five"}, "") is None
+    retries.writing(2, 0, "a.py", "five")  # a change after the pass, failing at the end
+    assert retries.best({"a.py": "six"}, "1 failed in 0.01s") == Attempt({"a.py": "five"}, 0)
 
 
 def test_a_fresh_attempt_samples_once_and_a_pass_forgets_the_attempts() -> None:
