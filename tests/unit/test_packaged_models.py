@@ -195,4 +195,4 @@ def test_test_models_not_installed_are_none(
     monkeypatch.setattr(models, "gemma3_expected_sha256", lambda: None)
     assert models.assemble_gemma3(tmp_path) is None
     monkeypatch.setattr(packaged, "find_part", lambda _part: None)
-    assert models.assemble_coder_05b(tmp_path) is None
+    assert models.assemble_coder_15b(tmp_path) is None
