@@ -42,7 +42,7 @@ from fusion_tui.agent.prompt import MachineFacts, TemplateFrame, build_stable_pr
 from fusion_tui.agent.task import AgentConfig, AgentDeps
 from fusion_tui.agent.tools.registry import CORE_TOOLS
 from fusion_tui.agent.tools.workspace import Workspace
-from fusion_tui.demo_model import demo_model_path
+from fusion_tui.models.demo import demo_model_path
 from fusion_tui.server.errors import ServerError
 from fusion_tui.server.http.client import LlamaClient
 from fusion_tui.server.process.binary import find_llama_server

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from fusion_tui.demo_model import demo_model_path
+from fusion_tui.models.demo import demo_model_path
 from fusion_tui.server.process.binary import find_llama_server
 from fusion_tui.server.process.daemon import free_port
 from fusion_tui.server.process.launch import LaunchSpec

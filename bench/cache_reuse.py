@@ -90,7 +90,7 @@ from _cache_servers import PlanServer, ServerConfig, StockServer
 from _minimum import measure
 from _servers import shown, stop_on_sigterm
 
-from fusion_tui.demo_model import demo_model_path
+from fusion_tui.models.demo import demo_model_path
 from fusion_tui.server.http.client import LlamaClient
 
 ALL = ("sequential", "sequential-notitle", "concurrent", "resume", "restart", "oversubscribed",

@@ -44,7 +44,7 @@ import _humaneval_core as he
 from _servers import free_port
 
 from fusion_tui.config.speculative import parse_setting
-from fusion_tui.demo_model import demo_model_path
+from fusion_tui.models.demo import demo_model_path
 from fusion_tui.server.process.binary import find_llama_server
 from fusion_tui.server.process.launch import LaunchSpec
 from fusion_tui.server.process.speculative import resolve_draft, spec_args

@@ -15,8 +15,8 @@ from pathlib import Path
 import gguf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from fusion_tui.demo_model import demo_model_path
 from fusion_tui.gguf.reader import read_header
+from fusion_tui.models.demo import demo_model_path
 
 
 def _time(fn: object, repeat: int) -> float:

@@ -14,10 +14,10 @@ from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from fusion_tui.demo_model import demo_model_path
 from fusion_tui.fit.allocation import MIB, matches, parse_allocation
 from fusion_tui.fit.kv import estimate_kv
 from fusion_tui.gguf.facts import read_model_facts
+from fusion_tui.models.demo import demo_model_path
 from fusion_tui.server.process.binary import find_llama_server
 from tests.server.test_kv_accuracy import CASES, _id
 from tests.tinymodels import launch_and_read_log, server_kv_args, write_all

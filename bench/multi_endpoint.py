@@ -59,11 +59,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _minimum import Minimum
 from _servers import Process, log_line, shown, stock_argv, stop_on_sigterm
 
-from fusion_tui.demo_model import demo_model_path
 from fusion_tui.endpoints.health import HealthWatcher
 from fusion_tui.endpoints.model import Endpoint
 from fusion_tui.endpoints.placement import Pin, Placement, check_pin, failover, place_new
 from fusion_tui.endpoints.registry import EndpointRegistry
+from fusion_tui.models.demo import demo_model_path
 from fusion_tui.server.http.client import LlamaClient
 from fusion_tui.server.http.sse import SSEParser
 from fusion_tui.server.process.binary import find_llama_server

@@ -32,9 +32,9 @@ from typing import Any
 from fusion_tui.chat.events import Compacted, ReplyDone
 from fusion_tui.chat.local import LocalBackend
 from fusion_tui.config import Settings
-from fusion_tui.demo_model import demo_model_path
 from fusion_tui.fit.swa import prefix_reuse
 from fusion_tui.gguf.facts import read_model_facts
+from fusion_tui.models.demo import demo_model_path
 from fusion_tui.paths import AppPaths
 from fusion_tui.server.errors import ServerError
 from fusion_tui.server.http.client import LlamaClient

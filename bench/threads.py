@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _servers import free_port
 
-from fusion_tui.demo_model import demo_model_path
+from fusion_tui.models.demo import demo_model_path
 from fusion_tui.server.process.binary import find_llama_server
 from fusion_tui.server.process.launch import LaunchSpec
 

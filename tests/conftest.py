@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fusion_tui.demo_model import INSTALL_HINT, demo_model_path
+from fusion_tui.models.demo import INSTALL_HINT, demo_model_path
 from fusion_tui.paths import AppPaths
 from fusion_tui.server.errors import BinaryNotFound
 from fusion_tui.server.process.binary import find_llama_server

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from textual.widgets import Input
 
-from fusion_tui.models_registry import ModelsRegistry
+from fusion_tui.models.registry import ModelsRegistry
 from fusion_tui.server.errors import DaemonStartError
 from tests.tinymodels import write_gemma3
 from tests.tui.test_launch_wizard import (

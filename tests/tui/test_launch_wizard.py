@@ -12,7 +12,7 @@ from textual.widgets import Button, Input, OptionList, Static
 
 from fusion_tui.config import Settings
 from fusion_tui.config.settings import LocalModelsSettings, ManagedSettings, UISettings
-from fusion_tui.models_registry import ModelsRegistry
+from fusion_tui.models.registry import ModelsRegistry
 from fusion_tui.paths import AppPaths
 from fusion_tui.server.connect import Connection
 from fusion_tui.server.errors import DaemonStartError

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fusion_tui.models_registry import ModelEntry, ModelsRegistry, model_key
+from fusion_tui.models.registry import ModelEntry, ModelsRegistry, model_key
 
 
 class Clock:

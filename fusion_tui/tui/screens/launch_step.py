@@ -16,7 +16,7 @@ from textual.widgets import Static
 from fusion_tui.config import Settings
 from fusion_tui.fit.launch_plan import LaunchPlan
 from fusion_tui.fit.summary import kv_check_line, one_line, stage_lines
-from fusion_tui.models_registry import ModelsRegistry
+from fusion_tui.models.registry import ModelsRegistry
 from fusion_tui.paths import AppPaths
 from fusion_tui.server.connect import Connection
 from fusion_tui.server.errors import DaemonStartError

@@ -42,7 +42,7 @@ from fusion_tui.fit.summary import (
 )
 from fusion_tui.models.catalog import CatalogModel, catalog_model
 from fusion_tui.models.packaged import ModelFileError, progress_words
-from fusion_tui.models_registry import ModelsRegistry
+from fusion_tui.models.registry import ModelsRegistry
 from fusion_tui.paths import AppPaths
 from fusion_tui.server.connect import connect
 from fusion_tui.server.launch_choice import LaunchChoice, Launcher, Planner, plan_with_settings

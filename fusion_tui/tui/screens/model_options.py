@@ -15,7 +15,7 @@ from rich.text import Text
 from textual.widgets.option_list import Option
 
 from fusion_tui.models.catalog import CATALOG, DEMO_MODEL, CatalogModel
-from fusion_tui.models_registry import ModelsRegistry
+from fusion_tui.models.registry import ModelsRegistry
 from fusion_tui.server.process.probe import model_display_name
 
 ModelPick = Path | CatalogModel

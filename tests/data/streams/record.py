@@ -22,7 +22,7 @@ import httpx
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2]))
 
-from fusion_tui.demo_model import demo_model_path  # noqa: E402
+from fusion_tui.models.demo import demo_model_path  # noqa: E402
 from fusion_tui.server.process.binary import find_llama_server  # noqa: E402
 from fusion_tui.server.process.launch import LaunchSpec  # noqa: E402
 
