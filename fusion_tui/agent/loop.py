@@ -87,7 +87,7 @@ from fusion_tui.agent.protocol import Action, StepInvalid, validate_args
 from fusion_tui.agent.reply import FileBlock, Reply, SearchReplace, ToolCall, parse_reply
 from fusion_tui.agent.request import Reply as Streamed
 from fusion_tui.agent.request import stream_request
-from fusion_tui.agent.retry import BranchPoint, Retries
+from fusion_tui.agent.retry import Attempt, BranchPoint, Retries
 from fusion_tui.agent.task import AgentConfig, AgentDeps, TaskResult, tools_for
 from fusion_tui.agent.tools import ToolContext, ToolResult
 from fusion_tui.agent.tools.files import read_text
@@ -865,24 +865,32 @@ class _Run:
     async def keep_best(self) -> bool:
         """At a failing end: put back the earlier attempt that failed fewest checks, when it
         failed strictly fewer than the files as they are, or the files as they were before any
-        attempt when none failed fewer than those; whether anything was put back."""
+        attempt when none failed fewer than those; whether anything was put back. `kept` says
+        what the files hold, and names the files undone attempts created (there is no text to
+        put back for them)."""
         best = self.retries.best(self.files, self.failed_output())
-        if best is None:
-            return False
-        try:
-            await self.put_back(dict(best.files))
-        except _Stop:
-            return False
+        put = False
+        if best is not None:
+            try:
+                await self.put_back(dict(best.files))
+            except _Stop:
+                return False
+            put, self.kept = True, self.kept_words(best)
+        left = self.retries.created_besides(best)
+        if left:
+            words = f"{', '.join(left)} (created by an undone attempt) left as it is"
+            self.kept = f"{self.kept}; {words}" if self.kept else words
+        return put
+
+    def kept_words(self, best: Attempt) -> str:
         counted = "" if best.failures is None else f", {best.failures} failed"
         number = next((n for n, a in enumerate(self.retries.attempts, 1) if a is best), None)
         if number is not None:
-            self.kept = f"the files hold attempt {number}, which failed fewest checks{counted}"
-        elif best.failures == 0:
-            self.kept = "the files were put back as they were when the checks last passed"
-        else:
-            self.kept = (f"no attempt failed fewer than the {best.failures} check(s) the files "
-                         "failed before the task: they were put back as they were")  # fmt: skip
-        return True
+            return f"the files hold attempt {number}, which failed fewest checks{counted}"
+        if best.failures == 0:
+            return "the files were put back as they were when the checks last passed"
+        return (f"no attempt failed fewer than the {best.failures} check(s) the files failed "
+                "before the task: they were put back as they were")  # fmt: skip
 
     # --- endings -------------------------------------------------------------------------------
 
@@ -975,9 +983,11 @@ class _Run:
             outcome, summary, reason = await self.steps()
         except _Stop as stop:
             outcome, summary, reason = stop.outcome, "", stop.reason
-        if outcome not in ("completed", "cancelled") and await self.keep_best():
-            reason = f"{reason}; {self.kept}" if reason else self.kept
-            summary = ""  # the last attempt's words, of code that was just put back
+        if outcome not in ("completed", "cancelled"):
+            if await self.keep_best():
+                summary = ""  # the last attempt's words, of code that was just put back
+            if self.kept:
+                reason = f"{reason}; {self.kept}" if reason else self.kept
         return outcome, summary, reason
 
     async def steps(self) -> tuple[Outcome, str, str]:

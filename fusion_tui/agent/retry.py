@@ -194,6 +194,16 @@ class Retries:
             return None
         return best
 
+    def created_besides(self, kept: Attempt | None) -> list[str]:
+        """Files an attempt created that the files kept at a failing end (`kept`, or None: the
+        files as they are, the open attempt's) do not hold: nothing puts them back, there being
+        no text to put back."""
+        if kept is not None:
+            held = set(kept.files)
+        else:
+            held = set(self.point.before) if self.point is not None else set()
+        return [p for p, text in self.baseline_files.items() if text is None and p not in held]
+
     def before_attempts(self) -> Attempt | None:
         """The files as they were before any attempt, with their count of failed checks, when
         that count is known (files an attempt created are left: there is no text to put back)."""

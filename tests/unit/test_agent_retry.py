@@ -93,6 +93,19 @@ def test_attempts_that_fail_as_many_checks_as_the_task_began_with_are_all_undone
     assert "no attempt failed fewer than the 2 check(s) the files failed before the task" in err
 
 
+def test_a_file_an_undone_attempt_created_is_named_at_the_end(
+    cli_server: FakeLlamaServer, ws: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """There is no text to put back for a file an attempt created (seen: the 0.5B wrote a
+    read_file.py of its own), so the ending says it is still there."""
+    helper = "def read_file(path):\n    return open(path).read()\n"
+    cli_server.script(edit("helper.py", helper), edit("calc.py", HALF))
+    code, out, err = run(capsys, ws, "--test-rounds", "0", "--retries", "1")
+    assert code == 1 and json_lines(out)[-1]["outcome"] == "tests_failed"
+    assert (ws / "calc.py").read_text() == HALF and (ws / "helper.py").read_text() == helper
+    assert "helper.py (created by an undone attempt) left as it is" in err
+
+
 def test_the_words_of_an_attempt_whose_code_was_put_back_are_not_the_answer(
     cli_server: FakeLlamaServer, ws: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
