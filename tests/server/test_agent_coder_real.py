@@ -1,15 +1,19 @@
-"""Real server: the coder model users run fixes a planted bug in a two-file workspace, checked by
-its tests.
+"""Real server: each coder model fixes a planted bug in a two-file workspace, checked by its tests.
 
 `fusion-tui run --test-cmd` in a subprocess with an isolated FUSION_TUI_HOME launches its own
 managed daemon (1 slot, 8,192 tokens, 2 threads, temperature 0; speculation off: the test is
 about the agent, and the speculative trial would add minutes to a fresh home). What is asserted
 is the result a user wants, not the path to it: the tests pass afterwards, the outcome is
 `completed`, the test file is untouched, and the `--json` test lines report the runs. The step
-limit is the one users get. The model is the 1.5B, the agent's default: it fixed the bug in three
-runs of three, about 30 s each. The 0.5B did in two of four, after minutes of sampled attempts
-(its first answer at temperature 0 is words, its second too); a test that passes by luck tells
-nothing about the agent (what the 0.5B gets right is measured in `bench/agent_humaneval.py`).
+limit is the one users get.
+
+Each model gets a bug it fixes, so that a failure here means the agent broke rather than that
+the dice fell badly: the 1.5B (the agent's default) fixed the off-by-one `mean` in three runs of
+three, about 30 s each, on its first answer; the 0.5B fixed it in two runs of four, after minutes
+of sampled attempts, so it gets a plainer bug, which it fixed in three runs of three (30-180 s;
+one run in its second try). Its first answer at temperature 0 is words, on either bug: it gets
+there by fresh attempts. How often each model gets code right is measured in
+`bench/agent_humaneval.py`.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ pytestmark = pytest.mark.server
 
 STATS = '''def mean(values):
     """The arithmetic mean of a non-empty list of numbers."""
-    return sum(values) / (len(values) - 1)
+    return {body}
 
 
 def median(values):
@@ -41,6 +45,11 @@ def median(values):
         return ordered[mid]
     return (ordered[mid - 1] + ordered[mid]) / 2
 '''
+PLANTED = {
+    "coder_15b_model": "sum(values) / (len(values) - 1)",
+    "coder_05b_model": "sum(values) * len(values)",
+}
+"""Each model (its fixture) → its bug in `mean` (the tests expect `mean([1, 2, 3, 4]) == 2.5`)."""
 TESTS = """from stats import mean, median
 
 
@@ -60,15 +69,17 @@ the second starting from what the first left. A model at temperature 0 is not fu
 on llama-server (the tests' output, shown to it, carries their run time)."""
 
 
+@pytest.mark.parametrize("model", PLANTED)
 def test_the_coder_fixes_a_planted_bug_until_the_tests_pass(
-    tmp_path: Path, llama_server_bin: Path, coder_15b_model: Path
+    tmp_path: Path, llama_server_bin: Path, model: str, request: pytest.FixtureRequest
 ) -> None:
+    model_path = request.getfixturevalue(model)
     home, ws = tmp_path / "home", tmp_path / "ws"
     ws.mkdir()
-    (ws / "stats.py").write_text(STATS)
+    (ws / "stats.py").write_text(STATS.format(body=PLANTED[model]))
     (ws / "test_stats.py").write_text(TESTS)
     env = managed_env(
-        home, llama_server_bin, coder_15b_model, parallel=1, ctx=8192, threads=2,
+        home, llama_server_bin, model_path, parallel=1, ctx=8192, threads=2,
         max_tokens=1024,
     )  # fmt: skip
     test_cmd = f"{sys.executable} -m pytest -q -p no:cacheprovider test_stats.py"

@@ -195,4 +195,5 @@ def test_test_models_not_installed_are_none(
     monkeypatch.setattr(models, "gemma3_expected_sha256", lambda: None)
     assert models.assemble_gemma3(tmp_path) is None
     monkeypatch.setattr(packaged, "find_part", lambda _part: None)
-    assert models.assemble_coder_15b(tmp_path) is None
+    assert models.assemble_coder("coder-1.5b", tmp_path) is None
+    assert models.assemble_coder("coder-0.5b", tmp_path) is None
