@@ -43,17 +43,22 @@ _UNITTEST = re.compile(r"FAILED \(([^)]*)\)")
 _PYTEST = re.compile(r"(\d+) (?:failed|errors?)\b")
 _PYTEST_SUMMARY = re.compile(r"^=*\s*\d+ \w+(?:, \d+ \w+)* in \d")
 """pytest's last line, `2 failed, 1 passed in 0.05s`: between `=` rules, or bare under `-q`."""
+_PYTEST_INTERRUPTED = re.compile(r"Interrupted: \d+ errors? during collection")
+"""pytest's line when a test module could not be collected (an import failed)."""
 
 
 def failure_count(output: str) -> int | None:
     """Failed checks as the runner counts them (doctest and the example runner, unittest,
-    pytest); None when the output says no count (a crash, a timeout, another runner)."""
+    pytest); None when the output says no count (a crash, a timeout, tests that could not be
+    collected, another runner)."""
     found = [int(n) for n in _DOCTEST.findall(output)]
     if found:
         return sum(found)
     unit = _UNITTEST.findall(output)
     if unit:
         return sum(int(n) for n in re.findall(r"(?:failures|errors)=(\d+)", unit[-1]))
+    if _PYTEST_INTERRUPTED.search(output):
+        return None  # no test ran: "1 error" is the module that failed to import
     lines = [line for line in output.splitlines() if _PYTEST_SUMMARY.match(line)]
     if lines:
         return sum(int(n) for n in _PYTEST.findall(lines[-1]))

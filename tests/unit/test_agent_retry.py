@@ -205,6 +205,23 @@ def test_found_pytest_runs_count_every_failing_test(tmp_path: Path) -> None:
     assert failure_count(ran.stdout) == 2, ran.stdout
 
 
+def test_tests_that_cannot_be_collected_have_no_count(tmp_path: Path) -> None:
+    """pytest counts a module that fails to import as "1 error": one, where the stub before it
+    failed every test (seen: the 0.5B's stray line in stats.py broke the test's import). No test
+    ran, so nothing was counted, and such an attempt ranks after any counted one."""
+    (tmp_path / "stats.py").write_text("def mean(values):\n    return 0\n\ntest_stats.py\n")
+    (tmp_path / "test_stats.py").write_text(
+        "from stats import mean\n\n\ndef test_a():\n    assert mean([1]) == 1\n"
+    )
+    command = checks.tests_command(["test_stats.py"], "pytest").replace(
+        "python3", sys.executable, 1
+    )
+    ran = subprocess.run(
+        shlex.split(command), cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert "1 error" in ran.stdout and failure_count(ran.stdout) is None, ran.stdout
+
+
 def test_a_tie_keeps_the_first_attempt_and_a_known_count_beats_none() -> None:
     retries = Retries(allowed=3)
     retries.writing(2, 0, "a.py", "old")
