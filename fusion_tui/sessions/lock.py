@@ -1,4 +1,4 @@
-"""Provides `SessionLock`: one writer per session file, across processes.
+"""Provides the session lock: one writer per session file, across processes.
 
 Why: two app instances on the same session would each save their own copy, and the last save
 would silently drop the other's turns. The app that opens a session to write claims it: a POSIX
@@ -18,21 +18,10 @@ import fcntl
 import os
 from pathlib import Path
 
+from fusion_tui.sessions.errors import SessionLocked
+
 _HELD: dict[Path, int] = {}
 """Sidecars this process has locked → their open descriptor (one per path, never two)."""
-
-
-class SessionLocked(Exception):
-    """Another process holds the session; the message names it and says what to do."""
-
-    def __init__(self, session_id: str, pid: int | None) -> None:
-        who = f"another fusion-tui (pid {pid})" if pid else "another fusion-tui"
-        super().__init__(
-            f"session {session_id} is open in {who}; it was not changed here. Close it there "
-            "first, or start a new session"
-        )
-        self.session_id = session_id
-        self.pid = pid
 
 
 def lock_path(session_file: Path) -> Path:

@@ -23,6 +23,7 @@ from typing import Any, Literal
 from fusion_tui.atomic import atomic_write
 from fusion_tui.paths import AppPaths
 from fusion_tui.sessions import lock as session_lock
+from fusion_tui.sessions.errors import SessionLocked, SessionNotFound, SessionStoreError
 from fusion_tui.sessions.migrations import (
     FutureSchemaError,
     Migration,
@@ -37,18 +38,6 @@ from fusion_tui.sessions.model import (
 )
 
 SUFFIX = ".json"
-
-
-class SessionStoreError(Exception):
-    """The store could not do what was asked (I/O failure, refusal); the message says why."""
-
-
-class SessionNotFound(SessionStoreError):
-    """No session file with that id."""
-
-
-class SessionLocked(SessionStoreError):
-    """Another process has the session open to write (see `sessions/lock.py`)."""
 
 
 @dataclass(frozen=True)
@@ -304,8 +293,6 @@ class SessionStore:
         try:
             self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
             session_lock.claim(path, session_id)
-        except session_lock.SessionLocked as exc:
-            raise SessionLocked(str(exc)) from exc
         except OSError:
             return
 
@@ -319,7 +306,7 @@ class SessionStore:
         self._ensure_dir()
         holder = session_lock.held_elsewhere(path)
         if holder is not None:
-            raise SessionLocked(str(session_lock.SessionLocked(session.id, holder or None)))
+            raise SessionLocked(session.id, holder or None)
         self._guard_overwrite(session.id, path)
         payload = {"schema_version": self.schema_version, **session.to_dict()}
         data = json.dumps(payload, ensure_ascii=False, indent=1).encode("utf-8")
