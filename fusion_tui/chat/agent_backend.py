@@ -56,7 +56,7 @@ from fusion_tui.chat.backend import (
 from fusion_tui.chat.endpoint_turns import FailoverAsker
 from fusion_tui.chat.endpoint_view import follow, grouped_view
 from fusion_tui.chat.events import Compacted as ChatCompacted
-from fusion_tui.chat.events import Notice, ReplyDone, ReplyEvent, ToolBlock
+from fusion_tui.chat.events import Notice, Progress, ReplyDone, ReplyEvent, ToolBlock
 from fusion_tui.chat.live_step import LiveStepTracker
 from fusion_tui.chat.server_stop import stop_beside_remote, stop_own_daemon
 from fusion_tui.config import Settings
@@ -66,7 +66,7 @@ from fusion_tui.paths import AppPaths
 from fusion_tui.server.connect import Connection, connect, release, stops_on_exit
 from fusion_tui.server.errors import ServerError
 from fusion_tui.server.sigill_recovery import sigill_after_serving
-from fusion_tui.server.types import PromptProgress, StreamEnd, TextDelta, Timings
+from fusion_tui.server.types import StreamEnd, TextDelta, Timings
 from fusion_tui.sessions.model import Session
 from fusion_tui.sessions.store import SessionStore
 from fusion_tui.slots.keeper import SlotKeeper
@@ -87,7 +87,7 @@ def reply_events(event: AgentEvent) -> list[ReplyEvent]:
     if isinstance(event, StepStarted):
         return [Notice(f"step {event.step}/{event.max_steps} · {_left(event.time_left_ms)} left")]
     if isinstance(event, PromptProgressed):
-        return [PromptProgress(event.total, event.cache, event.processed, 0.0)]
+        return [Progress(event.processed, event.total, event.cache, event.tok_s)]
     if isinstance(event, RequestDone) and event.ended == "ok":
         timings = Timings(
             prompt_n=event.prompt_n,
@@ -395,7 +395,7 @@ class AgentBackend:
         try:
             while (event := await queue.get()) is not None:
                 told = said_events(self._notes, self.host, self.endpoints, shown)
-                for out in [*told, *reply_events(event), *live.fold(event)]:
+                for out in [*told, *live.fold(event), *reply_events(event)]:
                     yield out
             report = task.result()
             for out in said_events(self._notes, self.host, self.endpoints, shown):

@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fusion_tui.chat.live_step import LiveStep
-from fusion_tui.server.types import PromptProgress, StreamEnd, TextDelta
+from fusion_tui.server.types import StreamEnd, TextDelta
+from fusion_tui.slots.progress import Progress
 
 
 @dataclass(frozen=True)
@@ -51,38 +52,6 @@ class ReplyDone:
 
 
 @dataclass(frozen=True)
-class Progress:
-    """Prompt reading as the chat shows it: sent after each `PromptProgress`, with a rate and ETA.
-
-    `processed` counts the prompt tokens in the slot so far (cached ones included), `cache` the
-    reused ones, `tok_s` the evaluation rate of the new tokens, `eta_s` the time left (None when
-    unknown yet).
-    """
-
-    processed: int
-    total: int
-    cache: int
-    tok_s: float | None = None
-    eta_s: float | None = None
-
-    @property
-    def fraction(self) -> float:
-        return 0.0 if self.total <= 0 else min(1.0, self.processed / self.total)
-
-    def label(self) -> str:
-        """E.g. `reading prompt 12,000 / 40,000 · 2,000 cached · 310 tok/s · ETA 1:30`."""
-        parts = [f"reading prompt {self.processed:,} / {self.total:,}"]
-        if self.cache:
-            parts.append(f"{self.cache:,} cached")
-        if self.tok_s:
-            parts.append(f"{self.tok_s:,.0f} tok/s")
-        if self.eta_s is not None:
-            minutes, seconds = divmod(round(self.eta_s), 60)
-            parts.append(f"ETA {minutes}:{seconds:02d}")
-        return " · ".join(parts)
-
-
-@dataclass(frozen=True)
 class ToolBlock:
     """An agent tool call that finished: drawn as a collapsible block in the chat."""
 
@@ -105,15 +74,7 @@ class TurnEndpoint:
 
 
 ReplyEvent = (
-    TextDelta
-    | PromptProgress
-    | StreamEnd
-    | Notice
-    | ReplyDone
-    | Progress
-    | ToolBlock
-    | LiveStep
-    | TurnEndpoint
+    TextDelta | StreamEnd | Notice | ReplyDone | Progress | ToolBlock | LiveStep | TurnEndpoint
 )
 
 __all__ = [
@@ -123,7 +84,6 @@ __all__ = [
     "LiveStep",
     "Notice",
     "Progress",
-    "PromptProgress",
     "ReplyDone",
     "ReplyEvent",
     "StreamEnd",

@@ -13,7 +13,7 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
-from fusion_tui.chat.events import Notice, Progress, ReplyEvent
+from fusion_tui.chat.events import Notice, ReplyEvent
 from fusion_tui.clock import Clock
 from fusion_tui.config import Settings
 from fusion_tui.server.errors import ProtocolError, ServerUnreachable
@@ -93,11 +93,7 @@ class RequestRunner:
                         elif isinstance(event, PromptProgress):
                             if lease.slot >= 0:
                                 totals[lease.slot] = event.total
-                            yield event
-                            p = tracker.on_event(event)
-                            yield Progress(
-                                p.processed, p.total, p.cache, p.tokens_per_second, p.eta_s
-                            )
+                            yield tracker.on_event(event)
                         elif isinstance(event, StreamEnd):
                             ttft = ((first or self.clock.now()) - started) * 1000
                             self.record(event, ttft)

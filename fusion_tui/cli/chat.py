@@ -22,7 +22,14 @@ import sys
 import anyio
 
 from fusion_tui.agent.events import PromptProgressed, RequestDone
-from fusion_tui.chat.events import AnswerRestarted, Compacted, EndpointMoved, Notice, ReplyDone
+from fusion_tui.chat.events import (
+    AnswerRestarted,
+    Compacted,
+    EndpointMoved,
+    Notice,
+    Progress,
+    ReplyDone,
+)
 from fusion_tui.chat.factory import make_backend
 from fusion_tui.chat.local import LocalBackend
 from fusion_tui.cli.common import Context, Subparsers
@@ -31,7 +38,7 @@ from fusion_tui.cli.run import save_failed_turn
 from fusion_tui.config import Settings
 from fusion_tui.paths import AppPaths
 from fusion_tui.server.errors import ServerError
-from fusion_tui.server.types import PromptProgress, StreamEnd, TextDelta
+from fusion_tui.server.types import StreamEnd, TextDelta
 from fusion_tui.sessions.model import SessionFileError
 from fusion_tui.sessions.store import SessionStoreError
 
@@ -98,7 +105,7 @@ async def _stream(backend: LocalBackend, text: str, out: Printer) -> str:
     async for event in backend.reply(text):
         if isinstance(event, TextDelta):
             out.text(event.text)
-        elif isinstance(event, PromptProgress):
+        elif isinstance(event, Progress):
             out.event(PromptProgressed(turn, event.total, event.cache, event.processed))
         elif isinstance(event, StreamEnd):
             out.event(request_done(backend, event, turn))

@@ -17,16 +17,17 @@ from fusion_tui.server.types import PromptProgress, SlotState
 
 @dataclass(frozen=True)
 class Progress:
-    """How far the server is through a prompt."""
+    """How far the server is through a prompt: the one progress event, from the tracker below
+    to the chat's events and the TUI's bar."""
 
     processed: int
     """Prompt tokens in the slot so far (reused from cache plus evaluated)."""
     total: int
     """Prompt length, 0 when unknown."""
     cache: int
-    tokens_per_second: float | None
-    """Evaluation rate of the new (uncached) tokens."""
-    eta_s: float | None
+    tokens_per_second: float | None = None
+    """Evaluation rate of the new (uncached) tokens, None until it can be measured."""
+    eta_s: float | None = None
 
     @property
     def fraction(self) -> float | None:

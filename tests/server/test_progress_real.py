@@ -26,20 +26,18 @@ async def test_a_long_prompt_reports_monotonic_progress_and_ends_with_timings(
     await backend.start(lambda _s: None)
     events = [e async for e in backend.reply(long_text(950))]
     await backend.close()
-    raw = [e for e in events if isinstance(e, PromptProgress)]
     shown = [e for e in events if isinstance(e, Progress)]
     end = next(e for e in events if isinstance(e, StreamEnd))
     done = events[-1]
     assert isinstance(done, ReplyDone) and done.outcome == "completed"
     total = end.timings.prompt_n + end.timings.cache_n
     assert total > 2800
-    assert len(raw) >= 5 and len(shown) == len(raw)
-    processed = [p.processed for p in raw]
+    assert len(shown) >= 5  # one event per server progress chunk, no raw duplicate
+    assert not any(isinstance(e, PromptProgress) for e in events)
+    processed = [p.processed for p in shown]
     assert processed == sorted(processed) and processed[-1] == total
-    assert all(p.total == total for p in raw)
-    times = [p.time_ms for p in raw]
-    assert times == sorted(times)
-    rates = [p.tok_s for p in shown[1:] if p.tok_s]
+    assert all(p.total == total for p in shown)
+    rates = [p.tokens_per_second for p in shown[1:] if p.tokens_per_second]
     assert rates and all(r > 0 for r in rates)
     etas = [p.eta_s for p in shown if p.eta_s is not None]
     assert etas[-1] == 0 and etas[0] > 0

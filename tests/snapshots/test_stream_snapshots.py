@@ -36,7 +36,7 @@ def test_prompt_progress_bar(snap_compare: Any) -> None:
     """You should see a progress bar under the question reading `reading prompt 12,000 /
     40,000 · 2,000 cached · 310 tok/s · ETA` with about 30% filled, while no answer has
     started yet."""
-    progress = Progress(processed=12_000, total=40_000, cache=2_000, tok_s=310.0, eta_s=90.0)
+    progress = Progress(processed=12_000, total=40_000, cache=2_000, tokens_per_second=310.0, eta_s=90.0)
     backend = ScriptedBackend([[]], prelude=[progress])
     app = build_app(SETTINGS, backend)
     assert snap_compare(app, terminal_size=(80, 24), run_before=_sending("read the repo"))

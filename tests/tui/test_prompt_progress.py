@@ -13,7 +13,7 @@ from tests.tui.scripted_backend import ScriptedBackend
 
 
 def test_bar_text_shows_share_counts_rate_and_eta() -> None:
-    p = Progress(processed=1500, total=3000, cache=500, tok_s=250.0, eta_s=6.0)
+    p = Progress(processed=1500, total=3000, cache=500, tokens_per_second=250.0, eta_s=6.0)
     assert bar_text(p, width=10) == (
         "▕█████░░░░░▏ 50% · reading prompt 1,500 / 3,000 · 500 cached · 250 tok/s · ETA 0:06"
     )
@@ -26,7 +26,7 @@ class SlowPrompt(ScriptedBackend):
         self.go = asyncio.Event()
 
     async def reply(self, text: str) -> AsyncGenerator[ReplyEvent, None]:
-        yield Progress(processed=1000, total=4000, cache=0, tok_s=100.0, eta_s=30.0)
+        yield Progress(processed=1000, total=4000, cache=0, tokens_per_second=100.0, eta_s=30.0)
         await self.go.wait()
         yield TextDelta("done")
         yield ReplyDone("completed")

@@ -12,8 +12,8 @@ from fusion_tui.agent.events import (
     WorkerEvent,
 )
 from fusion_tui.chat.agent_backend import reply_events
-from fusion_tui.chat.events import Notice, ToolBlock
-from fusion_tui.server.types import PromptProgress, StreamEnd
+from fusion_tui.chat.events import Notice, Progress, ToolBlock
+from fusion_tui.server.types import StreamEnd
 
 DONE = RequestDone(1, "step", 2, 40, 600, 12, 150.0, 88.5, 900.0, 2400)
 TOOL = ToolFinished(1, "edit_file", {"path": "a.py"}, True, "edited", 41.0, "--- a\n+++ b\n")
@@ -21,7 +21,7 @@ TOOL = ToolFinished(1, "edit_file", {"path": "a.py"}, True, "edited", 41.0, "---
 
 def test_steps_progress_and_requests() -> None:
     assert reply_events(StepStarted(2, 8, 125_000)) == [Notice("step 2/8 · 2m05s left")]
-    assert reply_events(PromptProgressed(1, 900, 300, 450)) == [PromptProgress(900, 300, 450, 0.0)]
+    assert reply_events(PromptProgressed(1, 900, 300, 450, 75.0)) == [Progress(450, 900, 300, 75.0)]
     [end] = reply_events(DONE)
     assert isinstance(end, StreamEnd) and end.id_slot == 2
     assert (end.timings.prompt_n, end.timings.cache_n, end.timings.predicted_n) == (40, 600, 12)

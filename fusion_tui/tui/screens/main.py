@@ -24,8 +24,7 @@ from fusion_tui.chat.events import (
     Compacted,
     LiveStep,  # agent mode: the step in progress
     Notice,
-    Progress,  # prompt progress bar (chat.local)
-    PromptProgress,
+    Progress,  # the prompt being read
     ReplyDone,
     StreamEnd,
     TextDelta,
@@ -309,10 +308,12 @@ class MainScreen(Screen[None]):
                         status.activity = ""
                         hide_progress(self)  # prompt progress bar: gone at the first token
                         await message.append(event.text)
-                    elif isinstance(event, Progress):  # prompt progress bar (chat.local)
-                        await show_progress(self, event)
-                    elif isinstance(event, PromptProgress):
-                        status.activity = progress_text(event)
+                    elif isinstance(event, Progress):
+                        if live is None:  # the bar says it; a notice before it is over
+                            status.activity = ""
+                            await show_progress(self, event)
+                        else:  # an agent step: its block shows the reading, the line the count
+                            status.activity = progress_text(event)
                     elif isinstance(event, AnswerRestarted):  # the new answer replaces it
                         status.activity = event.text
                         await message.restart()
@@ -377,7 +378,7 @@ class MainScreen(Screen[None]):
                 return
             await message.finish(f"error · {exc}", partial=True)
         finally:
-            hide_progress(self)  # prompt progress bar (chat.local)
+            hide_progress(self)
             if live is not None:
                 live.remove()
 
@@ -425,7 +426,7 @@ def cut_short_note(reason: str, text: str) -> str:
     return f"{reason} · {kept}"
 
 
-def progress_text(event: PromptProgress) -> str:
+def progress_text(event: Progress) -> str:
     total = max(event.total, 1)
     share = (event.processed) / total
     return (

@@ -22,9 +22,18 @@ BAR_WIDTH = 24
 
 def bar_text(progress: Progress, width: int = BAR_WIDTH) -> str:
     """`▕██████░░░░░░▏ 50% · reading prompt 1,500 / 3,000 · 310 tok/s · ETA 0:05` (pure)."""
-    filled = round(progress.fraction * width)
+    share = progress.fraction or 0.0
+    filled = round(share * width)
     bar = "█" * filled + "░" * (width - filled)
-    return f"▕{bar}▏ {progress.fraction:.0%} · {progress.label()}"
+    parts = [f"reading prompt {progress.processed:,} / {progress.total:,}"]
+    if progress.cache:
+        parts.append(f"{progress.cache:,} cached")
+    if progress.tokens_per_second:
+        parts.append(f"{progress.tokens_per_second:,.0f} tok/s")
+    if progress.eta_s is not None:
+        minutes, seconds = divmod(round(progress.eta_s), 60)
+        parts.append(f"ETA {minutes}:{seconds:02d}")
+    return f"▕{bar}▏ {share:.0%} · " + " · ".join(parts)
 
 
 class PromptProgressBar(Static):
