@@ -169,7 +169,9 @@ class FileChanged:
 
 
 @dataclass(frozen=True)
-class Compacted:
+class TranscriptCompacted:
+    """The agent replaced its older steps in the prompt by a summary (the session keeps them)."""
+
     step: int
     tokens_before: int
     summary_chars: int
@@ -221,7 +223,7 @@ AgentEvent = (
     | ToolFinished
     | StepFailed
     | RepeatBlocked
-    | Compacted
+    | TranscriptCompacted
     | Retried
     | TestRan
     | FileChanged

@@ -59,7 +59,6 @@ from fusion_tui.agent.edits import (
     without_usage_examples,
 )
 from fusion_tui.agent.events import (
-    Compacted,
     EventSink,
     FileChanged,
     Outcome,
@@ -73,6 +72,7 @@ from fusion_tui.agent.events import (
     TestRan,
     ToolFinished,
     ToolStarted,
+    TranscriptCompacted,
 )
 from fusion_tui.agent.finish_check import (
     NO_CHANGE_NOTE,
@@ -457,7 +457,7 @@ class _Run:
             note = "compaction costs a full re-read: this model's prefix reuse is none"
         else:
             note = "the stable prefix stays cached; the summary and what follows are read anew"
-        self.emit(Compacted(self.step, before, chars, note))
+        self.emit(TranscriptCompacted(self.step, before, chars, note))
 
     async def summary_of(self, log: str, keep: int) -> Streamed:
         """The compaction's summary request over the last `keep` characters of `log`."""

@@ -23,7 +23,6 @@ from fusion_tui.agent.deadline import CancelToken
 from fusion_tui.agent.endpoint_run import place_run
 from fusion_tui.agent.events import (
     AgentEvent,
-    Compacted,
     PromptProgressed,
     RepeatBlocked,
     RequestDone,
@@ -33,6 +32,7 @@ from fusion_tui.agent.events import (
     TestRan,
     ToolFinished,
     ToolStarted,
+    TranscriptCompacted,
     WorkerEvent,
     retry_line,
 )
@@ -55,8 +55,7 @@ from fusion_tui.chat.backend import (
 )
 from fusion_tui.chat.endpoint_turns import FailoverAsker
 from fusion_tui.chat.endpoint_view import follow, grouped_view
-from fusion_tui.chat.events import Compacted as ChatCompacted
-from fusion_tui.chat.events import Notice, Progress, ReplyDone, ReplyEvent, ToolBlock
+from fusion_tui.chat.events import Compacted, Notice, Progress, ReplyDone, ReplyEvent, ToolBlock
 from fusion_tui.chat.live_step import LiveStepTracker
 from fusion_tui.chat.server_stop import stop_beside_remote, stop_own_daemon
 from fusion_tui.config import Settings
@@ -109,7 +108,7 @@ def reply_events(event: AgentEvent) -> list[ReplyEvent]:
         return [Notice(f"step {event.step}: {event.name} repeated · {verdict}"), block]
     if isinstance(event, Retried):
         return [Notice(f"attempt {event.attempt} of {event.attempts}: {retry_line(event)}")]
-    if isinstance(event, Compacted):
+    if isinstance(event, TranscriptCompacted):
         return [Notice(f"compacted the transcript: {event.note}")]
     if isinstance(event, TestRan):
         return [test_block(event)]
@@ -429,9 +428,9 @@ class AgentBackend:
                 if not said:  # a request went out: it was due
                     said = True
                     yield Notice("compacting the session ahead of the next task…")
-                if isinstance(event, Compacted):
+                if isinstance(event, TranscriptCompacted):
                     note = f"compacted the transcript ahead of the next task: {event.note}"
-                    yield ChatCompacted(note)
+                    yield Compacted(note)
         finally:
             if not task.done():
                 cancel.cancel()

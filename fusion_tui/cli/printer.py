@@ -14,7 +14,6 @@ from typing import Any, TextIO
 from fusion_tui.agent.checks import check_label
 from fusion_tui.agent.events import (
     AgentEvent,
-    Compacted,
     FileChanged,
     PromptProgressed,
     RepeatBlocked,
@@ -24,6 +23,7 @@ from fusion_tui.agent.events import (
     StepStarted,
     TestRan,
     ToolFinished,
+    TranscriptCompacted,
     WorkerEvent,
     retry_line,
     to_json_line,
@@ -78,7 +78,9 @@ class Printer:
                 line = to_json_line(event)
                 if line is not None:
                     self._line(line)
-            elif isinstance(event, Compacted):  # the agent's: its summary, not yet counted
+            elif isinstance(
+                event, TranscriptCompacted
+            ):  # the agent's: its summary, not yet counted
                 self._line(
                     {
                         "event": "compacted",
@@ -154,7 +156,7 @@ def describe(event: AgentEvent) -> str:
         return line
     if isinstance(event, StepFailed):
         return f"  step {event.step} produced no valid action: {event.error}"
-    if isinstance(event, Compacted):
+    if isinstance(event, TranscriptCompacted):
         return f"  compacted the transcript: {event.note}"
     if isinstance(event, Retried):
         return f"  attempt {event.attempt} of {event.attempts}: {retry_line(event)}"

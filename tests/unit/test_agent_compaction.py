@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from fusion_tui.agent.events import Compacted
+from fusion_tui.agent.events import TranscriptCompacted
 from fusion_tui.agent.loop import AHEAD_ASK, compact_ahead, run_task
 from tests.fakes.clock import FakeClock
 from tests.unit.test_agent_fakes import Say, Script, act, make_deps
@@ -36,7 +36,7 @@ async def test_compaction_is_a_side_call_and_restarts_on_the_stable_prefix(
     assert res.outcome == "completed"
     side = script.bodies[1]
     assert side["id_slot"] == 3 and side["cache_prompt"] is False and "json_schema" not in side
-    compacted = [e for e in events if isinstance(e, Compacted)]
+    compacted = [e for e in events if isinstance(e, TranscriptCompacted)]
     assert len(compacted) == 1 and note in compacted[0].note
     after = script.bodies[2]["prompt"]
     assert after.startswith(script.bodies[0]["prompt"].split("summarize big.txt")[0])
@@ -81,7 +81,7 @@ async def test_a_new_task_is_counted_by_the_server_before_it_is_compacted(
     res = await run_task(task, session_id="s", deps=deps)
     assert res.outcome == "completed"
     assert any(task in text for text in asked)  # counted before it was sent
-    assert any(isinstance(e, Compacted) for e in events) is compacts
+    assert any(isinstance(e, TranscriptCompacted) for e in events) is compacts
     first = script.bodies[0]
     assert (first["id_slot"] == 3) is compacts  # the summary rides the side slot
 
@@ -102,10 +102,10 @@ async def test_a_task_that_leaves_no_room_for_the_next_compacts_after_its_outcom
     events: list[Any] = []
     deps = make_deps(tmp_path, script, events=events, n_ctx=4096, count_tokens=count)
     res = await run_task("explain the answer", session_id="s", deps=deps)
-    assert not any(isinstance(e, Compacted) for e in events)
+    assert not any(isinstance(e, TranscriptCompacted) for e in events)
     ahead = await compact_ahead(session_id="s", deps=deps, packer=res.packer)
     assert (ahead is not None) is compacts
-    assert any(isinstance(e, Compacted) for e in events) is compacts
+    assert any(isinstance(e, TranscriptCompacted) for e in events) is compacts
     if ahead is not None:
         packer, archived = ahead
         assert script.bodies[-1]["id_slot"] == 3  # the summary rides the side slot
