@@ -29,12 +29,12 @@ from fusion_tui.agent.loop import run_task
 from fusion_tui.agent.prompt import (
     MachineFacts,
     PromptPacker,
-    TemplateFrame,
     build_stable_prefix,
 )
 from fusion_tui.agent.task import AgentConfig, AgentDeps
 from fusion_tui.agent.tools.registry import CORE_TOOLS
 from fusion_tui.agent.tools.workspace import Workspace
+from fusion_tui.server.template import TemplateFrame
 from fusion_tui.server.types import StreamEnd, StreamEvent, TextDelta, Timings
 
 

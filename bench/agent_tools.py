@@ -38,7 +38,7 @@ from _servers import free_port
 from fusion_tui.agent.approval import ApprovalGate, ApprovalRequest, Decision
 from fusion_tui.agent.events import AgentEvent, RepeatBlocked, ToolFinished, tool_error
 from fusion_tui.agent.loop import run_task
-from fusion_tui.agent.prompt import MachineFacts, TemplateFrame, build_stable_prefix
+from fusion_tui.agent.prompt import MachineFacts, build_stable_prefix
 from fusion_tui.agent.task import AgentConfig, AgentDeps
 from fusion_tui.agent.tools.registry import CORE_TOOLS
 from fusion_tui.agent.tools.workspace import Workspace
@@ -46,6 +46,7 @@ from fusion_tui.models.demo import demo_model_path
 from fusion_tui.server.errors import ServerError
 from fusion_tui.server.http.client import LlamaClient
 from fusion_tui.server.process.binary import find_llama_server
+from fusion_tui.server.template import TemplateFrame
 
 WORKSPACES: dict[str, dict[str, str]] = {
     "calc": {

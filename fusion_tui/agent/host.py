@@ -15,37 +15,19 @@ from typing import Any
 
 from fusion_tui.agent.delegate import DelegatePolicy
 from fusion_tui.agent.endpoint_run import EndpointRun
-from fusion_tui.agent.prompt import MachineFacts, PrefixReuse, TemplateFrame, build_stable_prefix
+from fusion_tui.agent.prompt import MachineFacts, PrefixReuse, build_stable_prefix
 from fusion_tui.agent.request import CompletionFn
 from fusion_tui.agent.task import tools_for
 from fusion_tui.agent.tools.registry import CORE_TOOLS
 from fusion_tui.server.connect import Connection
 from fusion_tui.server.process.probe import model_display_name
+from fusion_tui.server.template import TemplateFrame, template_frame
 from fusion_tui.server.types import StreamEvent
 from fusion_tui.sessions import model as sm
 from fusion_tui.slots.gate import OnWait, SlotGate, slots_busy_probe
 from fusion_tui.slots.pins import SlotPool
 
 StreamFn = Callable[..., AsyncIterator[StreamEvent]]
-
-_FRAMES: dict[tuple[str, str, str], TemplateFrame] = {}
-"""Template frames by daemon (url, model, launch); a frame is fixed for a daemon's lifetime."""
-
-
-def daemon_key(conn: Connection) -> tuple[str, str, str]:
-    return (conn.client.base_url, conn.props.model_path, conn.launch_id or conn.props.build_info)
-
-
-async def template_frame(
-    conn: Connection, cache: dict[tuple[str, str, str], TemplateFrame] | None = None
-) -> TemplateFrame:
-    """The model's template frame, probed once per daemon (`TemplateProbeError` if unusable)."""
-    frames = _FRAMES if cache is None else cache
-    key = daemon_key(conn)
-    frame = frames.get(key)
-    if frame is None:
-        frame = frames[key] = await TemplateFrame.probe(conn.client.apply_template)
-    return frame
 
 
 def machine_facts(conn: Connection) -> MachineFacts:

@@ -1,100 +1,23 @@
 """Prompt packing: a byte-stable prefix, an append-only history, volatile facts in the tail.
 
-Why client-side assembly from a probed template frame (and not `/apply-template` per request):
-the model's own chat template is rendered by the server, once, on sentinel messages; the pieces
-between the sentinels (turn headers, end-of-turn markers, the generation prompt) are then
-concatenated around our text. Re-rendering the whole history every step would let a template
-that trims content, injects today's date, or drops old reasoning rewrite bytes the slot already
-holds, and the KV cache would be re-read from that point. With the frame, every request's prompt
-is, by construction, the previous request's prompt plus the model's own output plus new text:
-an exact extension. The volatile tail (step count, time left) is written at the end of each new
-user message and never touched again, so it becomes ordinary history.
+Why: every step's prompt must be the previous step's prompt plus the model's own output plus
+new text, so the slot's KV cache is never re-read. The pieces between messages come from the
+model's template frame (`server/template.py`); the volatile tail (step count, time left) is
+written at the end of a new user message and never touched again, so it becomes history.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from fusion_tui.agent.protocol import ToolSpec
+from fusion_tui.server.template import TemplateFrame
 
 Role = Literal["user", "assistant"]
 PrefixReuse = Literal["full", "checkpoint", "none"]
-ApplyTemplate = Callable[[list[dict[str, str]]], Awaitable[str]]
-"""POST /apply-template {"messages": [...]} → the rendered "prompt" string."""
-
-_SENTINELS = ("FUSIONSYSQ7", "FUSIONUSRQ1", "FUSIONASTQ1", "FUSIONUSRQ2")
-
-
-class TemplateProbeError(Exception):
-    """The chat template could not be split into reusable pieces."""
-
-
-@dataclass(frozen=True)
-class TemplateFrame:
-    """The model's chat template, cut into the pieces that go between messages."""
-
-    start: str
-    system_to_user: str
-    user_to_assistant: str
-    """End of a user turn plus the generation prompt (assistant header)."""
-    assistant_to_user: str
-    """End of an assistant turn plus the next user header."""
-
-    @classmethod
-    def chatml(cls) -> TemplateFrame:
-        """ChatML (SmolLM2, Qwen): the fallback when no server can be asked."""
-        return cls(
-            start="<|im_start|>system\n",
-            system_to_user="<|im_end|>\n<|im_start|>user\n",
-            user_to_assistant="<|im_end|>\n<|im_start|>assistant\n",
-            assistant_to_user="<|im_end|>\n<|im_start|>user\n",
-        )
-
-    @classmethod
-    async def probe(cls, apply_template: ApplyTemplate) -> TemplateFrame:
-        """Render sentinel messages with the server's template and cut between them."""
-        s, u1, a1, u2 = _SENTINELS
-        rendered = await apply_template(
-            [
-                {"role": "system", "content": s},
-                {"role": "user", "content": u1},
-                {"role": "assistant", "content": a1},
-                {"role": "user", "content": u2},
-            ]
-        )
-        return cls.from_rendered(rendered)
-
-    @classmethod
-    def from_rendered(cls, rendered: str) -> TemplateFrame:
-        s, _u1, a1, u2 = _SENTINELS
-        at = []
-        pos = 0
-        for token in _SENTINELS:
-            i = rendered.find(token, pos)
-            if i < 0:
-                raise TemplateProbeError(
-                    f"the chat template dropped or reordered a probe message ({token}); "
-                    "this model's template cannot be used for byte-stable packing"
-                )
-            at.append(i)
-            pos = i + len(token)
-        return cls(
-            start=rendered[: at[0]],
-            system_to_user=rendered[at[0] + len(s) : at[1]],
-            user_to_assistant=rendered[at[3] + len(u2) :],
-            assistant_to_user=rendered[at[2] + len(a1) : at[3]],
-        )
-
-    def to_dict(self) -> dict[str, str]:
-        return {
-            "start": self.start,
-            "system_to_user": self.system_to_user,
-            "user_to_assistant": self.user_to_assistant,
-            "assistant_to_user": self.assistant_to_user,
-        }
 
 
 @dataclass(frozen=True)
@@ -202,7 +125,7 @@ def volatile_tail(step: int, max_steps: int, ms_left: int) -> str:
 
 
 @dataclass(frozen=True)
-class Message:
+class PromptMessage:
     role: Role
     text: str
     kind: str = ""
@@ -215,7 +138,7 @@ class PromptPacker:
 
     frame: TemplateFrame
     stable: str
-    messages: list[Message] = field(default_factory=list)
+    messages: list[PromptMessage] = field(default_factory=list)
     _text: str = field(default="", init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -224,7 +147,7 @@ class PromptPacker:
         for m in msgs:
             self._append(m)
 
-    def _append(self, m: Message) -> None:
+    def _append(self, m: PromptMessage) -> None:
         last = self.messages[-1].role if self.messages else None
         if m.role == last or (last is None and m.role != "user"):
             raise ValueError(f"messages must alternate user/assistant (got {m.role} after {last})")
@@ -244,10 +167,10 @@ class PromptPacker:
             self.__post_init__()
 
     def add_user(self, text: str, kind: str = "observation") -> None:
-        self._append(Message("user", text, kind))
+        self._append(PromptMessage("user", text, kind))
 
     def add_assistant(self, text: str, kind: str = "action") -> None:
-        self._append(Message("assistant", text, kind))
+        self._append(PromptMessage("assistant", text, kind))
 
     @property
     def awaiting_reply(self) -> bool:
@@ -289,7 +212,7 @@ class PromptPacker:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PromptPacker:
         frame = TemplateFrame(**{k: str(v) for k, v in data["frame"].items()})
-        msgs = [Message(m["role"], m["text"], m.get("kind", "")) for m in data["messages"]]
+        msgs = [PromptMessage(m["role"], m["text"], m.get("kind", "")) for m in data["messages"]]
         return cls(frame, str(data["stable"]), msgs)
 
 

@@ -31,7 +31,7 @@ from fusion_tui.agent.events import (
 from fusion_tui.agent.finish_check import INTERRUPTED
 from fusion_tui.agent.host import AgentHost
 from fusion_tui.agent.loop import AgentConfig, AgentDeps, TaskResult, compact_ahead, run_task
-from fusion_tui.agent.prompt import Message, PromptPacker
+from fusion_tui.agent.prompt import PromptMessage, PromptPacker
 from fusion_tui.agent.slot_policy import PolicySlots, SlotPolicy
 from fusion_tui.agent.tools.workspace import Workspace
 from fusion_tui.agent.transcript import load_transcript, save_transcript
@@ -64,7 +64,7 @@ def agent_config(settings: Any, workspace: str | None = None, **overrides: Any) 
     return AgentConfig(**values)
 
 
-def resume_packer(host: AgentHost, messages: list[Message]) -> PromptPacker:
+def resume_packer(host: AgentHost, messages: list[PromptMessage]) -> PromptPacker:
     """The session's transcript on this daemon's frame and prefix, ready for a new task."""
     packer = PromptPacker(host.frame, host.stable_prefix, list(messages))
     if packer.awaiting_reply:  # the last task stopped before the model answered
@@ -115,7 +115,7 @@ class SessionRunner:
         self.wall_clock = wall_clock
         """What turns and requests are stamped with."""
         stored = load_transcript(store, session.id)
-        self._messages: list[Message] = stored["messages"] if stored else []
+        self._messages: list[PromptMessage] = stored["messages"] if stored else []
         self._archived: list[dict[str, Any]] = stored["archived"] if stored else []
         server, slot = session.server, session.pinned_slot
         same = server is not None and server.same_server(host.identity)

@@ -15,12 +15,13 @@ from fusion_tui.agent.approval import ApprovalGate
 from fusion_tui.agent.deadline import DEFAULT_FINALIZATION_MS, DEFAULT_MAX_DURATION_MS
 from fusion_tui.agent.delegate import DelegatePolicy
 from fusion_tui.agent.events import EventSink, Outcome, RequestDone
-from fusion_tui.agent.prompt import PrefixReuse, PromptPacker, TemplateFrame
+from fusion_tui.agent.prompt import PrefixReuse, PromptPacker
 from fusion_tui.agent.protocol import ToolSpec
 from fusion_tui.agent.request import CompletionFn, SlotChooser
 from fusion_tui.agent.tools.registry import CORE_TOOLS, DELEGATE
 from fusion_tui.agent.tools.workspace import Workspace
 from fusion_tui.clock import Clock, MonotonicClock
+from fusion_tui.server.template import TemplateFrame
 
 
 @dataclass(frozen=True)

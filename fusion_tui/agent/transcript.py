@@ -11,8 +11,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from fusion_tui.agent.prompt import Message, PromptPacker, TemplateFrame
+from fusion_tui.agent.prompt import PromptMessage, PromptPacker
 from fusion_tui.atomic import atomic_write
+from fusion_tui.server.template import TemplateFrame
 from fusion_tui.sessions.model import SessionFileError
 from fusion_tui.sessions.store import SessionStore
 
@@ -41,11 +42,11 @@ def load_transcript(store: SessionStore, session_id: str) -> dict[str, Any] | No
     return {"messages": msgs, "archived": archived}
 
 
-def _message(raw: Any) -> Message:
+def _message(raw: Any) -> PromptMessage:
     role = raw["role"]
     if role not in ("user", "assistant"):
         raise ValueError(f"a message role is {role!r}, not user or assistant")
-    return Message(role, str(raw["text"]), str(raw.get("kind", "")))
+    return PromptMessage(role, str(raw["text"]), str(raw.get("kind", "")))
 
 
 def save_transcript(

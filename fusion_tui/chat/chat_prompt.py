@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from fusion_tui.agent.prompt import TemplateFrame
+from fusion_tui.server.template import TemplateFrame
 from fusion_tui.server.types import TextDelta
 from fusion_tui.sessions.model import Message
 

@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fusion_tui.agent.prompt import TemplateFrame
 from fusion_tui.atomic import atomic_write
 from fusion_tui.chat.chat_prompt import ChatSummary, chat_prompt, chat_turns, next_turn_opening
 from fusion_tui.chat.events import Compacted
 from fusion_tui.endpoints.context_fit import Counter, fits
 from fusion_tui.endpoints.context_fit import reply_reserve as reply_reserve  # kept importable here
+from fusion_tui.server.template import TemplateFrame
 from fusion_tui.sessions.model import Message, Session
 from fusion_tui.sessions.store import SessionStore
 

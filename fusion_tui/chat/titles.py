@@ -13,11 +13,11 @@ import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from fusion_tui.agent.prompt import TemplateFrame
 from fusion_tui.chat.chat_prompt import ChatSummary, chat_prompt
 from fusion_tui.chat.compaction import load_summary
 from fusion_tui.server.connect import Connection
 from fusion_tui.server.errors import ServerError
+from fusion_tui.server.template import TemplateFrame
 from fusion_tui.sessions.model import Message
 from fusion_tui.sessions.store import SessionStore
 from fusion_tui.slots.keeper import SlotKeeper

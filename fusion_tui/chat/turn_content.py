@@ -14,8 +14,6 @@ from typing import Any
 
 import anyio
 
-from fusion_tui.agent.host import template_frame
-from fusion_tui.agent.prompt import TemplateFrame, TemplateProbeError
 from fusion_tui.chat.compaction import (
     SUMMARY_TOKENS,
     Compactor,
@@ -26,6 +24,7 @@ from fusion_tui.chat.titles import continuation_slot
 from fusion_tui.config import Settings
 from fusion_tui.endpoints.context_fit import reply_reserve
 from fusion_tui.server.errors import ServerError
+from fusion_tui.server.template import TemplateFrame, TemplateProbeError, template_frame
 from fusion_tui.sessions.model import Message
 from fusion_tui.sessions.store import SessionStore
 from fusion_tui.slots.keeper import SlotKeeper

@@ -32,7 +32,6 @@ import anyio
 
 from fusion_tui.agent.approval import HeadlessApprover
 from fusion_tui.agent.endpoint_run import place_run
-from fusion_tui.agent.prompt import TemplateProbeError
 from fusion_tui.agent.session_run import (
     SessionRunner,
     agent_config,
@@ -49,6 +48,7 @@ from fusion_tui.endpoints.session_pins import EndpointPins, wants_endpoints
 from fusion_tui.paths import AppPaths
 from fusion_tui.server.connect import Connection, connect, release, stops_on_exit
 from fusion_tui.server.errors import ServerError
+from fusion_tui.server.template import TemplateProbeError
 from fusion_tui.sessions.model import Session, SessionFileError, WallClock
 from fusion_tui.sessions.store import SessionStore, SessionStoreError
 from fusion_tui.slots.keeper import SlotKeeper

@@ -23,12 +23,13 @@ from fusion_tui.agent.events import (
     ToolStarted,
 )
 from fusion_tui.agent.loop import run_task
-from fusion_tui.agent.prompt import MachineFacts, TemplateFrame, build_stable_prefix
+from fusion_tui.agent.prompt import MachineFacts, build_stable_prefix
 from fusion_tui.agent.reply import parse_reply
 from fusion_tui.agent.task import AgentConfig, AgentDeps
 from fusion_tui.agent.tools.registry import CORE_TOOLS
 from fusion_tui.agent.tools.workspace import Workspace
 from fusion_tui.server.http.client import LlamaClient
+from fusion_tui.server.template import TemplateFrame
 from tests.server.real_backend import RealServer, server_fixture
 from tests.unit.test_agent_fakes import FakeSlots
 

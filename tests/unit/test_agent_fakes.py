@@ -11,10 +11,11 @@ from typing import Any
 import anyio
 
 from fusion_tui.agent.approval import ApprovalGate, ApprovalRequest, Decision
-from fusion_tui.agent.prompt import MachineFacts, TemplateFrame, build_stable_prefix
+from fusion_tui.agent.prompt import MachineFacts, build_stable_prefix
 from fusion_tui.agent.task import AgentDeps
 from fusion_tui.agent.tools.registry import CORE_TOOLS
 from fusion_tui.agent.tools.workspace import Workspace
+from fusion_tui.server.template import TemplateFrame
 from fusion_tui.server.types import StreamEnd, StreamEvent, TextDelta, Timings
 from tests.fakes.clock import FakeClock
 

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from fusion_tui.agent.prompt import TemplateFrame
 from fusion_tui.chat.chat_prompt import (
     ChatSummary,
     answer_as_held,
@@ -18,6 +17,7 @@ from fusion_tui.chat.chat_prompt import (
 from fusion_tui.chat.local import LocalBackend
 from fusion_tui.chat.turn_content import SYSTEM_PROMPT
 from fusion_tui.paths import AppPaths
+from fusion_tui.server.template import TemplateFrame
 from fusion_tui.server.types import TextDelta
 from fusion_tui.sessions.model import Message
 from tests.fakes.fake_server import FakeLlamaServer, Reply

@@ -8,12 +8,11 @@ from fusion_tui.agent.prompt import (
     ContextMeter,
     MachineFacts,
     PromptPacker,
-    TemplateFrame,
-    TemplateProbeError,
     build_stable_prefix,
     volatile_tail,
 )
 from fusion_tui.agent.tools.registry import CORE_TOOLS
+from fusion_tui.server.template import TemplateFrame, TemplateProbeError
 
 
 def chatml_render(messages: list[dict[str, str]]) -> str:

@@ -14,7 +14,6 @@ from fusion_tui.agent.approval import DenyAll
 from fusion_tui.agent.deadline import CancelToken
 from fusion_tui.agent.events import AgentEvent, RequestDone, ToolFinished
 from fusion_tui.agent.host import AgentHost, gated_completion, machine_facts
-from fusion_tui.agent.prompt import TemplateFrame
 from fusion_tui.agent.session_run import SessionRunner, open_session
 from fusion_tui.agent.task import AgentConfig
 from fusion_tui.agent.tools.workspace import Workspace
@@ -23,6 +22,7 @@ from fusion_tui.server.connect import Connection
 from fusion_tui.server.http.client import LlamaClient
 from fusion_tui.server.process.probe import ProbeResult
 from fusion_tui.server.process.records import LaunchRecord
+from fusion_tui.server.template import TemplateFrame
 from fusion_tui.server.types import StreamEnd, StreamEvent, TextDelta, Timings
 from fusion_tui.sessions.model import Session, SessionFileError
 from fusion_tui.sessions.store import SessionNotFound, SessionStore
