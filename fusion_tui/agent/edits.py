@@ -32,7 +32,7 @@ class EditRefused(Exception):
 
 
 @dataclass(frozen=True)
-class Resolved:
+class ResolvedEdit:
     path: str
     content: str
     """The file's whole new content."""
@@ -144,7 +144,7 @@ def resolve(
     files: Mapping[str, str],
     known: set[str],
     old_of: Callable[[str], str | None],
-) -> Resolved:
+) -> ResolvedEdit:
     """The edit as a path and its new content. `old_of(path)`: what the file holds now (None:
     it does not exist)."""
     body = edit.content if isinstance(edit, FileBlock) else edit.search + edit.replace
@@ -153,16 +153,16 @@ def resolve(
     if isinstance(edit, SearchReplace):
         if old is None:
             if not edit.search.strip():
-                return Resolved(path, edit.replace, "whole")
+                return ResolvedEdit(path, edit.replace, "whole")
             raise EditRefused(f"{path} does not exist; to create it give its whole content")
-        return Resolved(path, search_replace(path, old, edit.search, edit.replace), "search")
+        return ResolvedEdit(path, search_replace(path, old, edit.search, edit.replace), "search")
     edit = dataclasses.replace(edit, content=without_self_import(path, edit.content))
     if old is not None and path.endswith(".py"):
         merged = merge_python(old, edit.content)
         if merged is not None:
-            return Resolved(path, merged, "merged")
+            return ResolvedEdit(path, merged, "merged")
         keep_python(path, old, edit)
-    return Resolved(path, edit.content, "whole")
+    return ResolvedEdit(path, edit.content, "whole")
 
 
 def without_usage_examples(

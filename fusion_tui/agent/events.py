@@ -165,7 +165,7 @@ class FileChanged:
     path: str
     diff: str
     how: str
-    """whole, merged or search (`edits.Resolved.how`)."""
+    """whole, merged or search (`edits.ResolvedEdit.how`)."""
 
 
 @dataclass(frozen=True)

@@ -85,8 +85,7 @@ from fusion_tui.agent.loop_guard import LoopGuard
 from fusion_tui.agent.prompt import ContextMeter, PromptPacker, observation, volatile_tail
 from fusion_tui.agent.protocol import Action, StepInvalid, validate_args
 from fusion_tui.agent.reply import FileBlock, Reply, SearchReplace, ToolCall, parse_reply
-from fusion_tui.agent.request import Reply as Streamed
-from fusion_tui.agent.request import stream_request
+from fusion_tui.agent.request import Streamed, stream_request
 from fusion_tui.agent.retry import Attempt, BranchPoint, Retries
 from fusion_tui.agent.task import AgentConfig, AgentDeps, TaskResult, tools_for
 from fusion_tui.agent.tools import ToolContext, ToolResult

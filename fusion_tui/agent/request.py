@@ -87,7 +87,9 @@ def repetition_start(text: str, window: int = REPEAT_WINDOW) -> int | None:
 
 
 @dataclass(frozen=True)
-class Reply:
+class Streamed:
+    """One request's streamed answer: its text, how it ended, the server's end event or error."""
+
     text: str
     ended: Ended
     end: StreamEnd | None = None
@@ -107,7 +109,7 @@ async def stream_request(
     on_event: EventSink,
     deadline_means: Ended = "time_ceiling",
     stop_repeating: bool = False,
-) -> Reply:
+) -> Streamed:
     """Stream one completion; a fired deadline reads as `deadline_means`, checked first. With
     `stop_repeating` an answer that goes round in a loop is stopped and cut where the loop
     began (`repeated`; the server's final event, and with it the slot that served and the
@@ -182,7 +184,7 @@ async def stream_request(
             ended=ended,
         )
     )
-    return Reply(text, ended, end, error, exc)
+    return Streamed(text, ended, end, error, exc)
 
 
 class _Live:

@@ -48,9 +48,9 @@ class FailoverAsker(Protocol):
     async def ask_failover(self, placed: Placement) -> bool: ...
 
 
-class LocalBackend(Protocol):
-    """What these functions use of `chat.local.LocalBackend` (named so to read as its methods;
-    a protocol, so this module does not import the backend that calls it)."""
+class RoutedBackend(Protocol):
+    """What these functions use of `chat.local.LocalBackend` when its turns are routed over
+    several endpoints (a protocol, so this module does not import the backend that calls it)."""
 
     settings: Settings
     paths: AppPaths
@@ -88,13 +88,13 @@ class TurnRoute:
     moved_from: str | None = None
 
 
-def prompt_estimate(backend: LocalBackend) -> int:
+def prompt_estimate(backend: RoutedBackend) -> int:
     """The prompt tokens a cold re-read costs: the last request's prompt (cached + evaluated)."""
     own = [r for r in backend.session.requests if not r.side_call]
     return own[-1].prompt_n + own[-1].cache_n if own else 0
 
 
-async def before_turn(backend: LocalBackend) -> tuple[int, list[ReplyEvent]]:
+async def before_turn(backend: RoutedBackend) -> tuple[int, list[ReplyEvent]]:
     """Place the session's next request and attach the keeper there: (slot, the events that
     say where: the endpoint, and a note when the placement is worth saying)."""
     pins = backend.endpoints
@@ -123,7 +123,7 @@ async def before_turn(backend: LocalBackend) -> tuple[int, list[ReplyEvent]]:
     return route.slot, notes
 
 
-async def after_no_data(backend: LocalBackend) -> tuple[int, list[ReplyEvent]] | None:
+async def after_no_data(backend: RoutedBackend) -> tuple[int, list[ReplyEvent]] | None:
     """The request got no answer: if its endpoint is gone, the placement elsewhere (slot,
     notes); None to retry on the same endpoint."""
     pins, turn = backend.endpoints, backend.endpoint_turn
@@ -140,7 +140,7 @@ async def after_no_data(backend: LocalBackend) -> tuple[int, list[ReplyEvent]] |
     return slot, notes
 
 
-async def check_fit(backend: LocalBackend, content: dict[str, Any]) -> None:
+async def check_fit(backend: RoutedBackend, content: dict[str, Any]) -> None:
     """The turn runs on an endpoint the session moved to: its prompt (compacted already for
     that endpoint's slot) is measured against a slot there; `MovedTooLarge` (nothing sent) when
     it still does not fit. Elsewhere nothing to check: the prompt was built for this slot."""
@@ -153,19 +153,19 @@ async def check_fit(backend: LocalBackend, content: dict[str, Any]) -> None:
     )  # fmt: skip
 
 
-def restart_note(backend: LocalBackend) -> str:
+def restart_note(backend: RoutedBackend) -> str:
     """Said when a broken answer is sent again on the endpoint the session moved to."""
     turn = backend.endpoint_turn
     where = turn.route.label if turn is not None else "another endpoint"
     return f"the answer broke off; sending the turn again on {where} (the partial one is dropped)"
 
 
-async def _may_move(backend: LocalBackend, placed: Placement) -> bool:
+async def _may_move(backend: RoutedBackend, placed: Placement) -> bool:
     ask = backend.ask_failover
     return True if ask is None else await ask(placed)
 
 
-def after_request(backend: LocalBackend, end: StreamEnd, *, side: bool) -> None:
+def after_request(backend: RoutedBackend, end: StreamEnd, *, side: bool) -> None:
     """Mark the request just recorded with its endpoint (and `moved_from`); pin the session."""
     pins, turn = backend.endpoints, backend.endpoint_turn
     if pins is None or turn is None:
@@ -181,7 +181,7 @@ def after_request(backend: LocalBackend, end: StreamEnd, *, side: bool) -> None:
         pins.settle(session.id, label, end.id_slot, end.timings.predicted_per_second)
 
 
-def cost_note(backend: LocalBackend, detail: str) -> str:
+def cost_note(backend: RoutedBackend, detail: str) -> str:
     """The turn's note (kept in the session's turn record) names its endpoint when there are
     several, and says why the placement changed when it did (a re-pin, a move)."""
     pins, turn = backend.endpoints, backend.endpoint_turn
@@ -196,7 +196,7 @@ def cost_note(backend: LocalBackend, detail: str) -> str:
 
 
 async def close(
-    backend: LocalBackend, primary: Connection | None, attached: Connection | None
+    backend: RoutedBackend, primary: Connection | None, attached: Connection | None
 ) -> None:
     """Release the first connection (the managed server's rule) when the keeper was attached
     elsewhere, every other session's slot on it saved first when that stops it (as agent mode
@@ -218,7 +218,7 @@ async def close(
         await pins.aclose()
 
 
-async def stop_managed(backend: LocalBackend) -> str | None:
+async def stop_managed(backend: RoutedBackend) -> str | None:
     """`stop_server` with several endpoints: when the session's endpoint is remote, only the
     managed server here is stopped (every session's slot on it saved first) and the sentence
     says what was done; None when the session is on the managed server (stopped as before)."""
@@ -226,7 +226,7 @@ async def stop_managed(backend: LocalBackend) -> str | None:
     return await stop_beside_remote(backend.settings, backend.paths, backend.endpoints, conn)
 
 
-def slot_view(backend: LocalBackend) -> EndpointSlotView:
+def slot_view(backend: RoutedBackend) -> EndpointSlotView:
     """The slot map's view: the current endpoint through the keeper, every endpoint grouped."""
     pins = backend.endpoints
     assert pins is not None

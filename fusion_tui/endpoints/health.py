@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 
 from fusion_tui.endpoints.model import Endpoint
-from fusion_tui.endpoints.placement import EndpointView, SlotView
+from fusion_tui.endpoints.placement import EndpointView, SlotLoad
 from fusion_tui.endpoints.registry import EndpointNotReady, EndpointRegistry
 from fusion_tui.server.errors import ServerError, SlotsUnavailable
 from fusion_tui.server.http.client import LlamaClient
@@ -221,7 +221,7 @@ class HealthWatcher:
             slots = None
             if h is not None and h.slots is not None:
                 slots = tuple(
-                    SlotView(s.id, s.is_processing, s.id in ours, s.n_prompt_tokens)
+                    SlotLoad(s.id, s.is_processing, s.id in ours, s.n_prompt_tokens)
                     for s in h.slots
                 )
             out.append(

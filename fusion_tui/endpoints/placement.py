@@ -36,8 +36,8 @@ def model_key(model: str | None) -> str | None:
 
 
 @dataclass(frozen=True)
-class SlotView:
-    """One slot as `/slots` shows it, plus what we know about our own requests."""
+class SlotLoad:
+    """One slot as placement weighs it: `/slots` plus what we know about our own requests."""
 
     id: int
     processing: bool = False
@@ -62,7 +62,7 @@ class EndpointView:
     total_slots: int = 0
     tok_s: float | None = None
     """Measured decode speed (probe or recent turns); None: not measured yet."""
-    slots: tuple[SlotView, ...] | None = None
+    slots: tuple[SlotLoad, ...] | None = None
     """None when `/slots` is switched off (then slots are never named: id_slot -1)."""
     queued: int = 0
     """Our requests waiting for or running on this endpoint."""
@@ -79,7 +79,7 @@ class EndpointView:
     def foreign_busy(self) -> int:
         return sum(1 for s in self.slots or () if s.foreign_busy)
 
-    def free_slots(self) -> list[SlotView]:
+    def free_slots(self) -> list[SlotLoad]:
         """Idle, not pinned, not reserved; never-used first, then the least cached."""
         if self.slots is None:
             return []

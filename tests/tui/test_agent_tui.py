@@ -23,7 +23,7 @@ from fusion_tui.tui.approver import TuiApprover
 from fusion_tui.tui.screens.approval import ApprovalModal
 from fusion_tui.tui.widgets.chat_message import ChatMessage
 from fusion_tui.tui.widgets.slot_map import SlotMap
-from fusion_tui.tui.widgets.tool_call import ToolCall
+from fusion_tui.tui.widgets.tool_call import ToolCallBlock
 from tests.fakes.clock import FakeClock
 from tests.fakes.fake_server import FakeLlamaServer, Reply
 from tests.tui.scripted_agent_backend import DIFF, ScriptedAgentBackend
@@ -118,8 +118,14 @@ async def test_tool_blocks_render_above_the_answer() -> None:
         await pilot.pause()
         chat = app.screen.query_one("#chat")
         kinds = [type(w).__name__ for w in chat.children]
-        assert kinds == ["ChatMessage", "ToolCall", "ToolCall", "ToolCall", "ChatMessage"]
-        blocks = list(chat.query(ToolCall))
+        assert kinds == [
+            "ChatMessage",
+            "ToolCallBlock",
+            "ToolCallBlock",
+            "ToolCallBlock",
+            "ChatMessage",
+        ]
+        blocks = list(chat.query(ToolCallBlock))
         assert [b.block.name for b in blocks] == ["list_dir", "edit_file", "run_shell"]
         assert [b.collapsed for b in blocks] == [True, False, True]  # the diff starts open
         assert blocks[2].has_class("-failed")
@@ -175,7 +181,7 @@ async def test_agent_mode_asks_before_a_write_and_draws_the_tool_block(
         main = app.screen
         await main.workers.wait_for_complete()
         await pilot.pause()
-        blocks = list(main.query(ToolCall))
+        blocks = list(main.query(ToolCallBlock))
         assert [(b.block.name, b.block.ok) for b in blocks] == [("write_file", True)]
         assert "+hi" in blocks[0].block.diff
         assert list(main.query(ChatMessage))[-1].text == "Wrote it."
@@ -238,7 +244,7 @@ async def test_an_agent_session_survives_a_relaunch_with_its_tools_and_approver(
         await pilot.pause()
         await app.screen.workers.wait_for_complete()
         await pilot.pause()
-        blocks = list(app.screen.query(ToolCall))  # the tools came along
+        blocks = list(app.screen.query(ToolCallBlock))  # the tools came along
         assert [(b.block.name, b.block.ok) for b in blocks] == [("write_file", True)]
         assert list(app.screen.query(ChatMessage))[-1].text == "Done."
     assert (ws / "again.txt").read_text() == "yes\n"

@@ -9,7 +9,7 @@ from fusion_tui.config.settings import UISettings
 from fusion_tui.tui.app import build_app
 from fusion_tui.tui.widgets.chat_message import ChatMessage
 from fusion_tui.tui.widgets.live_step import LiveStepBlock, render_step
-from fusion_tui.tui.widgets.tool_call import ToolCall
+from fusion_tui.tui.widgets.tool_call import ToolCallBlock
 from tests.tui.live_step_backend import GUARD_TURN, HOLD, LIVE_TURN, LiveStepBackend
 
 SETTINGS = Settings(ui=UISettings(cursor_blink=False))
@@ -25,7 +25,7 @@ async def test_one_live_block_updates_in_place_and_is_removed_when_the_turn_ends
             await pilot.pause(0.15)  # past the throttle window: the newest snapshot is drawn
         chat = app.screen.query_one("#chat")
         kinds = [type(w).__name__ for w in chat.children]
-        assert kinds == ["ChatMessage", "ToolCall", "LiveStepBlock", "ChatMessage"]
+        assert kinds == ["ChatMessage", "ToolCallBlock", "LiveStepBlock", "ChatMessage"]
         (block,) = chat.query(LiveStepBlock)
         assert block.state.step == 2 and block.state.phase == "writing"
         shown = str(block.render())
@@ -36,7 +36,7 @@ async def test_one_live_block_updates_in_place_and_is_removed_when_the_turn_ends
         await pilot.pause()
         assert not list(chat.query(LiveStepBlock))
         assert [type(w).__name__ for w in chat.children] == [
-            "ChatMessage", "ToolCall", "ChatMessage",
+            "ChatMessage", "ToolCallBlock", "ChatMessage",
         ]  # fmt: skip
 
 
@@ -62,7 +62,7 @@ async def test_refused_calls_and_the_stuck_outcome_are_shown() -> None:
         await pilot.press(*"list it", "enter")
         await app.screen.workers.wait_for_complete()
         await pilot.pause()
-        blocks = list(app.screen.query(ToolCall))
+        blocks = list(app.screen.query(ToolCallBlock))
         titles = [str(b.title) for b in blocks]
         assert titles[3].endswith("· same error 3× · not run again")
         assert titles[4].endswith("· task stopped (stuck)")

@@ -6,7 +6,7 @@ from fusion_tui.endpoints.placement import (
     ANY_SLOT,
     EndpointView,
     Pin,
-    SlotView,
+    SlotLoad,
     check_pin,
     failover,
     model_key,
@@ -23,7 +23,7 @@ def ep(label: str, *, tok_s: float | None = 50.0, busy: tuple[int, ...] = (),
        queued: int = 0, pinned: frozenset[int] = frozenset(), slots_off: bool = False,
        error: str = "", files: frozenset[str] = frozenset()) -> EndpointView:  # fmt: skip
     slots = tuple(
-        SlotView(i, i in busy or i in ours, i in ours, (cached or {}).get(i, 0)) for i in range(n)
+        SlotLoad(i, i in busy or i in ours, i in ours, (cached or {}).get(i, 0)) for i in range(n)
     )
     return EndpointView(
         label, healthy, model, n, tok_s, None if slots_off else slots, queued, pinned,

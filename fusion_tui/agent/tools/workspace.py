@@ -35,7 +35,7 @@ class ToolError(Exception):
 
 
 @dataclass(frozen=True)
-class Resolved:
+class WorkspacePath:
     """A path proven to be inside the workspace: the real path and its parts below the root."""
 
     real: Path
@@ -67,7 +67,7 @@ class Workspace:
 
     # --- checks --------------------------------------------------------------------------
 
-    def resolve(self, path: str) -> Resolved:
+    def resolve(self, path: str) -> WorkspacePath:
         """Map a model-given path (relative to the root, or absolute inside it) to a real path."""
         if not isinstance(path, str) or not path.strip():
             raise ToolError("path is empty; give a path relative to the workspace, e.g. 'src/a.py'")
@@ -92,7 +92,7 @@ class Workspace:
             )
         rel = os.path.relpath(real, self._root_str)
         parts = () if rel == "." else tuple(rel.split(os.sep))
-        return Resolved(Path(real), parts)
+        return WorkspacePath(Path(real), parts)
 
     def missing(self, rel: str) -> ToolError:
         """The error for a path that does not exist, with the closest real ones."""
@@ -137,7 +137,7 @@ class Workspace:
             if not _under(where, self._root_str):
                 raise ToolError("the path moved outside the workspace while it was opened")
 
-    def open_read(self, resolved: Resolved) -> int:
+    def open_read(self, resolved: WorkspacePath) -> int:
         """An fd for reading a regular file (caller closes it)."""
         if not resolved.parts:
             raise ToolError("the workspace root is a directory, not a file")
@@ -169,7 +169,7 @@ class Workspace:
         return fd
 
     @contextmanager
-    def open_dir(self, resolved: Resolved) -> Iterator[int]:
+    def open_dir(self, resolved: WorkspacePath) -> Iterator[int]:
         try:
             with self._dir_fd(resolved.parts) as fd:
                 yield fd
@@ -178,7 +178,7 @@ class Workspace:
         except NotADirectoryError:
             raise ToolError(f"{resolved.rel} is not a directory; read_file reads a file") from None
 
-    def write_atomic(self, resolved: Resolved, data: bytes) -> None:
+    def write_atomic(self, resolved: WorkspacePath, data: bytes) -> None:
         """Write via a temp file in the same directory and rename over the target.
 
         The rename replaces a link planted at the target instead of writing through it.

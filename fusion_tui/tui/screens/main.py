@@ -42,7 +42,7 @@ from fusion_tui.tui.widgets.prompt_input import PromptInput
 from fusion_tui.tui.widgets.prompt_progress import hide_progress, show_progress
 from fusion_tui.tui.widgets.slot_map import SlotMap
 from fusion_tui.tui.widgets.status_line import StatusLine
-from fusion_tui.tui.widgets.tool_call import ToolCall
+from fusion_tui.tui.widgets.tool_call import ToolCallBlock
 from fusion_tui.tui.widgets.welcome import Welcome
 
 QUIT_WINDOW_S = 3.0
@@ -356,7 +356,7 @@ class MainScreen(Screen[None]):
                         status.endpoint = event.label
                     elif isinstance(event, ToolBlock):  # agent mode: above the answer
                         tools += 1
-                        await self.chat.mount(ToolCall(event), before=live or message)
+                        await self.chat.mount(ToolCallBlock(event), before=live or message)
                     elif isinstance(event, LiveStep):
                         live = await show_live_step(self.chat, live, event, before=message)
             if sigill:  # relaunched with repacking off; the message back in the box

@@ -1,4 +1,4 @@
-"""Provides `ToolCall`: one agent tool call in the chat, as a collapsible block.
+"""Provides `ToolCallBlock`: one agent tool call in the chat, as a collapsible block.
 
 The title says what ran, whether it worked and how long it took; the body holds the arguments,
 the result the model saw, and (for writes and shell calls) the diff or the full command. A block
@@ -67,11 +67,11 @@ def diff_text(diff: str) -> Text:
     return out
 
 
-class ToolCall(Collapsible):
+class ToolCallBlock(Collapsible):
     """A tool call block: title line, then arguments, result and diff when expanded."""
 
     DEFAULT_CSS = """
-    ToolCall {
+    ToolCallBlock {
         height: auto;
         margin: 0 1 1 1;
         padding: 0 0 0 1;
@@ -79,10 +79,10 @@ class ToolCall(Collapsible):
         border-top: none;
         border-left: outer $success 60%;
     }
-    ToolCall.-failed { border-left: outer $error 70%; }
-    ToolCall .tool-heading { color: $text-muted; text-style: bold; }
-    ToolCall .tool-body { color: $text; margin: 0 0 1 0; }
-    ToolCall .tool-body.-last { margin: 0; }
+    ToolCallBlock.-failed { border-left: outer $error 70%; }
+    ToolCallBlock .tool-heading { color: $text-muted; text-style: bold; }
+    ToolCallBlock .tool-body { color: $text; margin: 0 0 1 0; }
+    ToolCallBlock .tool-body.-last { margin: 0; }
     """
 
     def __init__(self, block: ToolBlock, *, collapsed: bool | None = None) -> None:
