@@ -170,6 +170,9 @@ def _blocks(text: str, reply: Reply, prose: list[str]) -> None:
             i += 1
             continue
         fence, info, extra = m.group(1), m.group(2), m.group(3)
+        if _stray_opener(lines, i):
+            i += 1  # the block opens on the next line
+            continue
         fenced_path = _fenced_path(lines, i)
         if fenced_path:
             prose.append(lines[i + 1])  # the path, above the block that follows
@@ -197,6 +200,17 @@ def _blocks(text: str, reply: Reply, prose: list[str]) -> None:
             return
         _one_block(path, lang, body, reply)
         i = j + 1
+
+
+def _stray_opener(lines: list[str], i: int) -> bool:
+    """A bare fence right above a fence that names a language: the bare one is a stray mark and
+    the block opens below it. The 1.5B coder wrote `read_file("bottle_song.py")`, a lone ```,
+    then ```python and the file on an Exercism task; read as one block, the file began with
+    "```python", did not parse, and was refused as a block that names no file, every attempt."""
+    if lines[i].strip() not in ("```", "~~~") or i + 1 >= len(lines):
+        return False
+    below = FENCE.match(lines[i + 1])
+    return below is not None and bool(below.group(2)) and path_of(below.group(2)) is None
 
 
 def _fenced_path(lines: list[str], i: int) -> int:

@@ -117,6 +117,13 @@ def test_a_fence_that_only_wraps_the_path_names_the_next_block(text: str) -> Non
     assert not reply.problems
 
 
+def test_a_lone_fence_above_a_fence_with_a_language_is_a_stray_mark() -> None:
+    text = 'read_file("bottle_song.py")\n```\n```python\ndef recite():\n    return []\n```\nDone.'
+    reply = parse_reply(text)
+    assert reply.items == [FileBlock(None, "def recite():\n    return []\n", "python")]
+    assert not reply.problems and "Done." in reply.prose
+
+
 def test_a_one_line_block_of_its_own_is_not_taken_for_a_path() -> None:
     reply = parse_reply("Run it:\n```\nrun.sh\n```\nThen look.")
     assert reply.items == [FileBlock(None, "run.sh\n", "")]
