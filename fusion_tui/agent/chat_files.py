@@ -17,6 +17,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from fusion_tui.agent.checks import is_test_file
 from fusion_tui.agent.tools.workspace import ToolError, Workspace
 
 SKIP_DIRS = frozenset(
@@ -71,6 +72,16 @@ def named_unlisted(task: str, files: list[str]) -> list[str]:
         if "/" in w and "." in w.rsplit("/", 1)[-1] and w not in files
         and not w.startswith(("/", "../")) and "/../" not in w
     )  # fmt: skip
+
+
+def fix_target(task: str, shown: list[str]) -> str | None:
+    """The one file shown with a task that a fix goes to: the one that is not a test, or else
+    the one such file the task names; None when that is not one file."""
+    code = [p for p in shown if not is_test_file(p)]
+    if len(code) == 1:
+        return code[0]
+    named = [p for p in named_in(task, shown) if p in code]
+    return named[0] if len(named) == 1 else None
 
 
 def named_in(task: str, files: list[str]) -> list[str]:

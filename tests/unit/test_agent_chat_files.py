@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from fusion_tui.agent.chat_files import (
     choose,
     file_block,
+    fix_target,
     named_in,
     named_unlisted,
     workspace_files,
@@ -48,3 +51,17 @@ def test_a_hidden_file_the_task_names_is_one_to_show() -> None:
     files = ["bowling.py", "bowling_test.py"]
     task = "Do what .docs/instructions.md says, in bowling.py (see ../secret.txt and /etc/x.conf)"
     assert named_unlisted(task, files) == [".docs/instructions.md"]
+
+
+@pytest.mark.parametrize(
+    ("task", "shown", "target"),
+    [
+        ("fix stats.py so the tests pass", ["stats.py", "test_stats.py"], "stats.py"),
+        ("make the tests pass", ["stats.py", "test_stats.py"], "stats.py"),
+        ("fix calc.py", ["calc.py", "check.py"], "calc.py"),
+        ("make the tests pass", ["calc.py", "check.py"], None),
+        ("fix it", ["tests/test_a.py"], None),
+    ],
+)
+def test_the_file_a_fix_goes_to(task: str, shown: list[str], target: str | None) -> None:
+    assert fix_target(task, shown) == target

@@ -45,6 +45,7 @@ def test_a_failing_test_is_shown_first_and_the_fix_completes(
     first = str(cli_server.completions()[0].body["prompt"])
     assert f"The tests `{check_cmd()}` fail (exit code 1) now" in first
     assert "calc.py\n```python\ndef sub(a, b):\n    return a + b\n```" in first  # in the chat
+    assert first.split("<|im_end|>")[-2].endswith("Give calc.py in full with the fix.")
 
 
 def test_tests_that_still_fail_after_the_rounds_end_tests_failed(
