@@ -21,6 +21,8 @@ Variants (`--variants`, comma-separated; default all):
   nosystem  no system message: the task and the file
   comments  the shipped prompt with one sentence more in the system message: write the code in
             steps, a short comment before each (what the bare model does on its own)
+  ask       the shipped prompt, the task ending by asking for the file ("Give solution.py in
+            full."), as a first message with failing tests does
   bare      "Complete this Python function:" and the problem's prompt
 
 Run: .venv/bin/python bench/first_answer.py --model coder-0.5b --sample 40 --seed 1
@@ -75,9 +77,10 @@ BUDGET = "\n\n[step 1 of 30 · 9m59s left]"
 """The note as every message carried it before it waited for the last steps."""
 
 
-def _task(p: Problem, *, budget: bool = False) -> str:
+def _task(p: Problem, *, budget: bool = False, ask: bool = False) -> str:
     files = ChatFiles({"solution.py": placeholder_file(p)}, []).render()
-    return f"{task_text(p)}\n\n{files}" + (BUDGET if budget else "")
+    end = (BUDGET if budget else "") + ("\n\nGive solution.py in full." if ask else "")
+    return f"{task_text(p)}\n\n{files}" + end
 
 
 def _with_system(system: str, user: str) -> Messages:
@@ -87,6 +90,7 @@ def _with_system(system: str, user: str) -> Messages:
 VARIANTS: dict[str, Callable[[Problem], Messages]] = {
     "agent": lambda p: _with_system(SYSTEM, _task(p)),
     "budget": lambda p: _with_system(SYSTEM, _task(p, budget=True)),
+    "ask": lambda p: _with_system(SYSTEM, _task(p, ask=True)),
     "notools": lambda p: _with_system(SYSTEM_PROMPT, _task(p)),
     "comments": lambda p: _with_system(
         build_stable_prefix(TOOLS, system_prompt=COMMENTED), _task(p)
