@@ -211,6 +211,49 @@ def keep_python(path: str, old: str, edit: FileBlock) -> None:
         )
 
 
+def code_beside_tests(block: str, tests: str) -> str | None:
+    """The code of a block given for a test file that is not tests: its top-level functions and
+    classes that the test file does not define and that are not tests or fixtures, with the
+    block's imports they use; None when it has none, or does not parse. The 1.5B, asked to add a
+    function, wrote the test file with the new function in it, and the refusal cost a step;
+    the function belongs to the module the tests import."""
+    try:
+        tree = ast.parse(block)
+    except (SyntaxError, ValueError):
+        return None
+    had = set(top_names(tests) or ())
+    lines = block.split("\n")
+    code = [
+        "\n".join(lines[_first_line(n) - 1 : n.end_lineno])
+        for n in tree.body
+        if isinstance(n, _DEFS)
+        and n.name not in had
+        and not n.name.lower().startswith("test")
+        and not any("fixture" in ast.unparse(d) for d in n.decorator_list)
+    ]
+    if not code:
+        return None
+    used = set(re.findall(r"\w+", "\n".join(code)))
+    imports = [
+        "\n".join(lines[n.lineno - 1 : n.end_lineno])
+        for n in tree.body
+        if isinstance(n, ast.Import | ast.ImportFrom)
+        and not _imports_test_tools(n)
+        and any((a.asname or a.name).split(".")[0] in used for a in n.names)
+    ]
+    return "\n".join(imports + [""] * bool(imports) + ["\n\n\n".join(code)]) + "\n"
+
+
+def _imports_test_tools(node: ast.Import | ast.ImportFrom) -> bool:
+    """An import only a test file needs: pytest, unittest. (One of the module under test's
+    own names, `from shapes import area`, is dropped where the code is written.)"""
+    if isinstance(node, ast.ImportFrom):
+        names = [node.module or ""]
+    else:
+        names = [a.name for a in node.names]
+    return any(n.split(".")[0] in ("pytest", "unittest") for n in names)
+
+
 def _redefined_file(block: str, files: Mapping[str, str]) -> str | None:
     """The one file in the chat that defines more of the block's top-level names than any other
     (a block that redefines its functions is meant for it), or None."""

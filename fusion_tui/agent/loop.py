@@ -54,6 +54,7 @@ from fusion_tui.agent.deadline import CancelToken, run_guarded
 from fusion_tui.agent.delegate import run_delegate
 from fusion_tui.agent.edits import (
     EditRefused,
+    code_beside_tests,
     resolve,
     same_code,
     top_names,
@@ -533,14 +534,18 @@ class _Run:
         """ ", in full: x.py" for the workspace's modules a test file imports (the 1.5B, refused a
         rewrite of transpose_test.py, rewrote it again and again: it is told which file to
         give), or "" when none is known."""
-        modules = re.findall(r"^\s*(?:from|import)\s+([\w.]+)", tests, re.M)
-        paths = [m.replace(".", "/") + ".py" for m in dict.fromkeys(modules)]
-        found = [p for p in paths if p in self.files or p in self.known]
+        found = self.tested_modules(tests)
         return (
             f": give {', '.join(found)} in full, its path on the line above the block"
             if found
             else ""
         )
+
+    def tested_modules(self, tests: str) -> list[str]:
+        """The workspace's modules a test file imports, as paths."""
+        modules = re.findall(r"^\s*(?:from|import)\s+([\w.]+)", tests, re.M)
+        paths = [m.replace(".", "/") + ".py" for m in dict.fromkeys(modules)]
+        return [p for p in paths if p in self.files or p in self.known]
 
     async def apply_edit(self, edit: FileBlock | SearchReplace, notes: list[str]) -> str | None:
         """Write one edit; the path it changed, else None (the reason is in `notes`).
@@ -555,11 +560,24 @@ class _Run:
             if given_back(old, done.content):
                 self.unchanged += 1  # a test file given back as it is: no harm, no refusal
                 return None
+            tests = old or done.content
             notes.append(
                 f"Not written: {done.path} holds tests, and the tests judge the change; fix the "
-                f"code they test instead{self.tested_files(old or done.content)}."
+                f"code they test instead{self.tested_files(tests)}."
             )
-            return None
+            code = code_beside_tests(done.content, tests)
+            targets = self.tested_modules(tests)
+            if code is None or len(targets) != 1 or is_test_file(targets[0]):
+                return None
+            moved: list[str] = []
+            wrote = await self.apply_edit(FileBlock(targets[0], code, "python"), moved)
+            if wrote is not None:
+                notes[-1] = (
+                    f"Not written: {done.path} holds tests, and the tests judge the change; "
+                    f"the code you gave in it that is not tests went to {wrote}."
+                )
+            notes.extend(moved)
+            return wrote
         dropped = dropped_examples(old or "", done.content) if self.examples_judge() else []
         if dropped:
             notes.append(

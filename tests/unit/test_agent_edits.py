@@ -7,6 +7,7 @@ import pytest
 
 from fusion_tui.agent.edits import (
     EditRefused,
+    code_beside_tests,
     merge_python,
     resolve,
     search_replace,
@@ -150,3 +151,29 @@ def test_a_file_that_imports_from_itself_loses_that_line() -> None:
     assert content == "import math\n\nclass ComplexNumber:\n    real = 0\n"
     other = resolved(FileBlock("main.py", text), files)[1]  # another module's import stays
     assert "from complex_numbers import ComplexNumber\n" in other
+
+
+SHAPE_TESTS = (
+    "import pytest\n\nfrom shapes import area\n\n\n@pytest.fixture\ndef side():\n    return 3\n\n\n"
+    "def test_area(side):\n    assert area(side, 4) == 12\n"
+)
+
+
+def test_the_code_in_a_block_for_a_test_file_is_what_the_tests_do_not_define() -> None:
+    block = (
+        "import math\nimport os\nimport pytest\n\nfrom shapes import area\n\n\n"
+        "def square_area(s):\n    return area(s, s) * math.pi ** 0\n\n\n"
+        "@pytest.fixture\ndef big():\n    return 10\n\n\n"
+        "def test_area(side):\n    assert area(side, 4) == 12\n\n\n"
+        "class TestSquare:\n    def test_one(self):\n        assert square_area(1) == 1\n"
+    )
+    code = code_beside_tests(block, SHAPE_TESTS)
+    assert code == (
+        "import math\nfrom shapes import area\n\ndef square_area(s):\n"
+        "    return area(s, s) * math.pi ** 0\n"
+    )
+
+
+def test_a_block_for_a_test_file_with_only_tests_holds_no_code() -> None:
+    assert code_beside_tests("def test_more():\n    assert True\n", SHAPE_TESTS) is None
+    assert code_beside_tests("def broken(:\n", SHAPE_TESTS) is None

@@ -112,3 +112,22 @@ def test_with_a_test_command_the_test_files_are_not_the_agents_to_change(
     told = str(cli_server.completions()[1].body["prompt"]).rsplit("<|im_start|>user", 1)[-1]
     assert "Not written: test_calc.py holds tests, and the tests judge the change" in told
     assert "give calc.py in full" in told  # the file the tests import, named
+
+
+def test_code_given_inside_a_test_file_goes_to_the_module_the_tests_import(
+    cli_server: FakeLlamaServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tests = "from calc import sub\n\n\ndef test_sub():\n    assert sub(3, 1) == 2\n"
+    ws = workspace(tmp_path, {"calc.py": WRONG + "\n\ndef add(a, b):\n    return a + b\n",
+                              "test_calc.py": tests})  # fmt: skip
+    given = "import sys\n\nfrom calc import sub\n\n\n" + RIGHT + "\n\n" + tests.split("\n\n\n")[1]
+    cli_server.script(edit("test_calc.py", given))
+    code, out, err = call_cli(
+        capsys, "run", "fix calc.py", "--workspace", str(ws), "--yes", "--json",
+        "--test-cmd", f"{sys.executable} -m pytest -q -p no:cacheprovider test_calc.py",
+    )  # fmt: skip
+    assert code == 0, err
+    assert json_lines(out)[-1]["outcome"] == "completed"
+    assert (ws / "test_calc.py").read_text() == tests
+    assert (ws / "calc.py").read_text() == RIGHT + "\n\ndef add(a, b):\n    return a + b\n"
+    assert len(cli_server.completions()) == 1
