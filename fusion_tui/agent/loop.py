@@ -547,6 +547,15 @@ class _Run:
         paths = [m.replace(".", "/") + ".py" for m in dict.fromkeys(modules)]
         return [p for p in paths if p in self.files or p in self.known]
 
+    async def code_to_tested_module(self, block: str, tests: str, notes: list[str]) -> str | None:
+        """Write what a block given for a test file holds besides tests to the one module the
+        tests import; the path written, else None."""
+        code = code_beside_tests(block, tests)
+        targets = self.tested_modules(tests)
+        if code is None or len(targets) != 1 or is_test_file(targets[0]):
+            return None
+        return await self.apply_edit(FileBlock(targets[0], code, "python"), notes)
+
     async def apply_edit(self, edit: FileBlock | SearchReplace, notes: list[str]) -> str | None:
         """Write one edit; the path it changed, else None (the reason is in `notes`).
         Raises `_Stop` when the model repeats a write that changes nothing."""
@@ -561,21 +570,16 @@ class _Run:
                 self.unchanged += 1  # a test file given back as it is: no harm, no refusal
                 return None
             tests = old or done.content
-            notes.append(
-                f"Not written: {done.path} holds tests, and the tests judge the change; fix the "
-                f"code they test instead{self.tested_files(tests)}."
-            )
-            code = code_beside_tests(done.content, tests)
-            targets = self.tested_modules(tests)
-            if code is None or len(targets) != 1 or is_test_file(targets[0]):
-                return None
             moved: list[str] = []
-            wrote = await self.apply_edit(FileBlock(targets[0], code, "python"), moved)
-            if wrote is not None:
-                notes[-1] = (
-                    f"Not written: {done.path} holds tests, and the tests judge the change; "
-                    f"the code you gave in it that is not tests went to {wrote}."
-                )
+            wrote = await self.code_to_tested_module(done.content, tests, moved)
+            fix = (
+                f"the code you gave in it that is not tests went to {wrote}"
+                if wrote is not None
+                else f"fix the code they test instead{self.tested_files(tests)}"
+            )
+            notes.append(
+                f"Not written: {done.path} holds tests, and the tests judge the change; {fix}."
+            )
             notes.extend(moved)
             return wrote
         dropped = dropped_examples(old or "", done.content) if self.examples_judge() else []
