@@ -171,7 +171,11 @@ class _Run:
         self.archived: list[dict[str, Any]] = []
         self.guard = LoopGuard()
         self.ctx = ToolContext(
-            deps.workspace, deps.gate, lambda: self.cancel.cancelled, config.shell_timeout_s
+            deps.workspace,
+            deps.gate,
+            lambda: self.cancel.cancelled,
+            config.shell_timeout_s,
+            time_left=lambda: self.ceiling - self.clock.now(),
         )
         self.files: dict[str, str] = {}
         """The files in the chat (shown with the task, read or written since): path → text."""
@@ -502,7 +506,8 @@ class _Run:
     # --- running what a reply says -------------------------------------------------------------
 
     async def run_tool(self, action: Action) -> ToolResult | None:
-        """Run a tool under the user's cancel only (never the task deadline); None = cancelled."""
+        """Run a tool under the user's cancel; its commands get no more than the time left to the
+        ceiling (`ToolContext.time_left`), file tools finish on their own."""
         self.emit(ToolStarted(self.step, action.tool, action.args))
         t0 = self.clock.now()
 

@@ -388,3 +388,36 @@ async def test_a_task_out_of_time_with_failing_tests_says_so_to_the_summary_and_
     assert res.outcome == "time_ceiling"
     assert "the tests still fail (exit code 1)" in script.bodies[-1]["prompt"].rsplit("user", 1)[1]
     assert res.error.startswith("the tests still fail (exit code 1)")
+
+
+async def test_tests_that_hang_are_stopped_at_the_tasks_ceiling(tmp_path: Path) -> None:
+    """Code that loops forever made camicia's tests hang: the run took its own 300 s timeout and
+    held a 300 s task to 316 s. A check now gets no more than the time left to the ceiling."""
+    import time
+
+    from fusion_tui.agent.approval import HeadlessApprover
+    from fusion_tui.agent.events import TestRan
+    from tests.unit.test_agent_fakes import edit
+
+    (tmp_path / "sol.py").write_text("def f():\n    return 0\n")
+    clock = FakeClock(start=1000.0)
+    two_s_before_ceiling = 2 * HOUR - 300 - 2
+    first = edit("sol.py", "def f():\n    while True:\n        pass\n")
+    script = Script(
+        clock,
+        [
+            Say(first.text, on_start=lambda: clock.advance(two_s_before_ceiling)),
+            Say(hang_before=60),
+            Say("f loops forever; its tests were stopped."),
+        ],
+    )
+    events: list[Any] = []
+    deps = make_deps(tmp_path, script, events=events, approver=HeadlessApprover(yes=True))
+    config = AgentConfig(test_cmd="python3 -c 'import sol; sol.f()'", test_timeout_s=60)
+    t0 = time.monotonic()
+    res = await run_task("make f right", session_id="s", deps=deps, config=config)
+    assert time.monotonic() - t0 < 30
+    ran = [e for e in events if isinstance(e, TestRan) and e.round > 0]
+    assert [r.exit for r in ran] == [None]
+    assert res.outcome == "time_ceiling"
+    assert res.error.startswith("the tests still fail (timed out)")

@@ -52,6 +52,17 @@ async def test_flood_is_capped_with_head_and_tail(tmp_path: Path) -> None:
     assert len(res.text) < 14_000
 
 
+async def test_a_command_gets_no_more_than_the_time_left_to_the_tasks_ceiling(
+    tmp_path: Path,
+) -> None:
+    c = ctx(tmp_path, HeadlessApprover(yes=True))
+    c.time_left = lambda: 1.5
+    t0 = time.monotonic()
+    res = await run_shell(c, {"command": "sleep 30", "timeout_s": 60})
+    assert time.monotonic() - t0 < 10 and not res.ok
+    assert "stopped at the task's time limit after 2 s" in res.text
+
+
 async def test_timeout_kills_the_whole_group(tmp_path: Path) -> None:
     c = ctx(tmp_path, HeadlessApprover(yes=True))
     res = await run_shell(c, {"command": "sleep 30 & echo $! > bg.pid; sleep 30", "timeout_s": 1})

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,12 +26,16 @@ class ToolResult:
 
 @dataclass
 class ToolContext:
-    """What a tool may use. Note what is absent: the task deadline (tools never see it)."""
+    """What a tool may use. The task's deadline is absent: a tool sees only how many seconds it
+    may still run (`time_left`), so a command that hangs ends with the task instead of holding
+    it past its limit, and no tool can act on the deadline itself."""
 
     workspace: Workspace
     gate: ApprovalGate
     cancelled: Callable[[], bool] = field(default=lambda: False)
     shell_timeout_s: float = 120.0
+    time_left: Callable[[], float] = field(default=lambda: math.inf)
+    """Seconds until the task's ceiling (infinite outside a task)."""
     max_output_chars: int = 16_000
 
 

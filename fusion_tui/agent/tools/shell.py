@@ -21,6 +21,7 @@ from fusion_tui.agent.tools import ToolContext, ToolResult
 from fusion_tui.agent.tools.workspace import ToolError
 
 MAX_TIMEOUT_S = 1800.0
+MIN_TIMEOUT_S = 1.0
 KILL_GRACE_S = 1.0
 DRAIN_GRACE_S = 0.3
 HEAD_BYTES = 6 * 1024
@@ -77,13 +78,21 @@ async def run_shell(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     if not command.strip():
         raise ToolError("command is empty")
     timeout = float(args.get("timeout_s", ctx.shell_timeout_s))
-    timeout = max(1.0, min(timeout, MAX_TIMEOUT_S))
+    timeout = max(MIN_TIMEOUT_S, min(timeout, MAX_TIMEOUT_S))
     request = ApprovalRequest(
         "shell", "run_shell", command, detail=command, prefix=command_prefix(command)
     )
     if not await ctx.gate.check(request):
         raise ToolError("the user denied this command; do something else or finish")
     return await run_command(ctx, command, timeout)
+
+
+def within_task(ctx: ToolContext, timeout: float) -> tuple[float, bool]:
+    """The timeout a command gets: its own, or the time left to the task's ceiling when that is
+    shorter (at least a second); and whether the task's limit is what bounds it. Tests of code
+    that loops forever would otherwise hold the task past its limit for their whole timeout."""
+    left = max(MIN_TIMEOUT_S, ctx.time_left())
+    return (left, True) if left < timeout else (timeout, False)
 
 
 @dataclass(frozen=True)
@@ -93,6 +102,14 @@ class Executed:
     exit: int | None
     output: str
     timeout: float
+    at_task_limit: bool = False
+    """The timeout was the time left to the task's ceiling, shorter than the command's own."""
+
+    @property
+    def how_it_timed_out(self) -> str:
+        if self.at_task_limit:
+            return f"stopped at the task's time limit after {self.timeout:.0f} s"
+        return f"timed out after {self.timeout:.0f} s"
 
     @property
     def ok(self) -> bool:
@@ -103,7 +120,7 @@ async def run_command(ctx: ToolContext, command: str, timeout: float) -> ToolRes
     """Run `command` in the workspace with no approval asked (`run_shell` asks first)."""
     done = await execute(ctx, command, timeout)
     if done.exit is None:
-        head = f"timed out after {done.timeout:.0f} s; the process group was killed"
+        head = f"{done.how_it_timed_out}; the process group was killed"
     else:
         head = f"exit code {done.exit}"
     return ToolResult(done.ok, f"$ {command}\n{head}\n{done.output}".rstrip())
@@ -111,7 +128,8 @@ async def run_command(ctx: ToolContext, command: str, timeout: float) -> ToolRes
 
 async def execute(ctx: ToolContext, command: str, timeout: float) -> Executed:
     """Run `command` in its own process group in the workspace: for `run_shell` once approved,
-    and for the test command the user gave the task."""
+    and for the test command the user gave the task; never past the task's ceiling."""
+    timeout, at_task_limit = within_task(ctx, timeout)
     env = dict(os.environ, PAGER="cat", GIT_PAGER="cat", TERM="dumb")
     out = CappedOutput()
     proc = await anyio.open_process(
@@ -152,4 +170,4 @@ async def execute(ctx: ToolContext, command: str, timeout: float) -> Executed:
             else:
                 _signal_group(proc.pid, signal.SIGKILL)
             await proc.aclose()
-    return Executed(None if timed_out else proc.returncode, out.text(), timeout)
+    return Executed(None if timed_out else proc.returncode, out.text(), timeout, at_task_limit)
