@@ -88,12 +88,13 @@ def server_pair(
     tmp_path_factory: pytest.TempPathFactory, binary: Path, model: Path, ctxs: tuple[int, int]
 ) -> Iterator[tuple[RealServer, RealServer]]:
     """Two managed llama-servers standing for two machines, `alpha` and `beta` (2 slots each,
-    one thread each on the 2-core box), stopped afterwards."""
+    one thread each on the 2-core box), stopped afterwards. Answers run to `max_tokens`
+    (`--ignore-eos`): a test that kills a server mid-answer needs an answer still running."""
     pair = []
     for name, ctx in zip(("alpha", "beta"), ctxs, strict=True):
         home = tmp_path_factory.mktemp(f"endpoint-{name}")
         paths = AppPaths.default(env={"FUSION_TUI_HOME": str(home)})
-        srv = RealServer(paths, binary, model, parallel=2, ctx=ctx)
+        srv = RealServer(paths, binary, model, parallel=2, ctx=ctx, extra_args=("--ignore-eos",))
         srv.spec = replace(srv.spec, threads=1)
         pair.append(srv)
     try:
