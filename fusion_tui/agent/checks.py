@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 from fusion_tui.agent.example_runner import FOR_OUTPUT, INPUT, OUTPUT, STATED
 
@@ -134,6 +136,17 @@ def tests_command(paths: list[str], runner: str) -> str:
     if runner == "pytest":
         return f"python3 -m pytest -q --tb=short -p no:cacheprovider {files}"
     return f"python3 -m unittest {files}"
+
+
+class OwnCheck(NamedTuple):
+    """A check the agent found for itself: its tool's name (`run_tests`: the tests shown with
+    the task; `run_examples`: the docstring examples), the command, its time limit, and what
+    tells a failed run that holds against the code (exit code, output) from one that does not."""
+
+    tool: str
+    command: str
+    timeout_s: float
+    failed: Callable[[int | None, str], bool]
 
 
 def tests_failed(exit: int | None) -> bool:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
-from collections.abc import Callable
 from typing import Any
 
 from fusion_tui.agent.approval import ApprovalRequest, command_prefix
@@ -36,6 +35,7 @@ from fusion_tui.agent.chat_files import (
 )
 from fusion_tui.agent.checks import (
     EXAMPLES_TIMEOUT_S,
+    OwnCheck,
     asks_to_change_tests,
     dropped_examples,
     examples_command,
@@ -711,21 +711,43 @@ class _Run:
             if given.ok:
                 return None
             return test_feedback(given.command, given.exit, given.tail, rounds_left)
+        own = self.own_check()
+        if own is None:
+            return None
+        ran = await self.run_own(own, self.rounds + 1)
+        if ran is None or not ran[1]:
+            return None
+        run = ran[0]
+        if own.tool == "run_tests":
+            return test_feedback(run.command, run.exit, run.tail, rounds_left)
+        return examples_feedback(run.command, run.exit, run.tail, rounds_left)
+
+    def own_check(self) -> OwnCheck | None:
+        """The check the agent found for itself, when there is no test command: the tests shown
+        with the task, else the docstring examples of the files changed (or named by the task);
+        None when there is nothing to run."""
         if self.found_tests:
-            found = await self.run_own("run_tests", self.found_tests, self.cfg.test_timeout_s,
-                                     lambda exit, _out: tests_failed(exit))  # fmt: skip
-            if found is None:
-                return None
-            return test_feedback(found.command, found.exit, found.tail, rounds_left)
+            return OwnCheck("run_tests", self.found_tests, self.cfg.test_timeout_s,
+                            lambda exit, _out: tests_failed(exit))  # fmt: skip
         examples = set(with_examples(self.changed, self.files))
         paths = [p for p in self.changed if p in examples or p in self.specified]
         if not self.cfg.find_tests or not paths:
             return None
-        run = await self.run_own("run_examples", examples_command(paths), EXAMPLES_TIMEOUT_S,
-                                 examples_failed)  # fmt: skip
-        if run is None:
-            return None
-        return examples_feedback(run.command, run.exit, run.tail, rounds_left)
+        return OwnCheck("run_examples", examples_command(paths), EXAMPLES_TIMEOUT_S,
+                        examples_failed)  # fmt: skip
+
+    async def count_before(self) -> None:
+        """The files are back as they were before any attempt and the tests found with the task
+        never ran on them: run those once, for the count a later attempt must beat (`Retries`).
+        Not the docstring examples: those are the model's own, and change with its code."""
+        if self.cfg.test_cmd or not self.retries.wants_count_before(self.files):
+            return
+        own = self.own_check()
+        if own is None or own.tool != "run_tests":
+            return
+        ran = await self.run_own(own, 0)
+        if ran is not None:
+            self.retries.checked_before(ran[0].tail, ran[0].ok)
 
     async def find_tests(self, shown: list[str]) -> str | None:
         """The command for the test files shown with the task, by the runner the workspace's
@@ -736,28 +758,27 @@ class _Run:
         has_pytest = await execute(self.ctx, "python3 -c 'import pytest'", EXAMPLES_TIMEOUT_S)
         return tests_command(tests, "pytest" if has_pytest.ok else "unittest")
 
-    async def run_own(
-        self, tool: str, command: str, timeout_s: float, failed: Callable[[int | None, str], bool]
-    ) -> TestRan | None:
-        """A check the agent found for itself, run as the user allows any command. The failed
-        run, when `failed` finds in it a verdict against the code; None when it passed, was not
-        allowed, or says nothing of the code (a file that cannot be imported, no test found):
-        such a run is shown as it ended but neither handed back nor held against the task."""
-        words = 2 if tool == "run_examples" else 3  # python3 RUNNER; python3 -m pytest
+    async def run_own(self, check: OwnCheck, round_: int) -> tuple[TestRan, bool] | None:
+        """A check the agent found for itself, run as the user allows any command: the run, and
+        whether `check.failed` finds in it a verdict against the code; None when it was not
+        allowed. A run that says nothing of the code (a file that cannot be imported, no test
+        found) is shown as it ended but neither handed back nor held against the task."""
+        words = 2 if check.tool == "run_examples" else 3  # python3 RUNNER; python3 -m pytest
+        command = check.command
         request = ApprovalRequest(
-            "shell", tool, command, detail=command, prefix=command_prefix(command, words)
+            "shell", check.tool, command, detail=command, prefix=command_prefix(command, words)
         )
         if not await self.ctx.gate.check(request):
             return None
         t0 = self.clock.now()
-        done = await execute(self.ctx, command, timeout_s)
-        run = TestRan(self.step, command, done.ok, done.exit, tail(done.output),
-                      self.rounds + 1, (self.clock.now() - t0) * 1000)  # fmt: skip
+        done = await execute(self.ctx, command, check.timeout_s)
+        run = TestRan(self.step, command, done.ok, done.exit, tail(done.output), round_,
+                      (self.clock.now() - t0) * 1000)  # fmt: skip
         self.emit(run)
-        bad = failed(done.exit, done.output)
+        bad = check.failed(done.exit, done.output)
         if done.ok or bad:  # a verdict on the code, either way
             self.last_test = run
-        return run if bad else None
+        return run, bad
 
     async def run_tests(self, round_: int) -> TestRan:
         """Run the task's test command once (round 0: before any change)."""
@@ -835,6 +856,7 @@ class _Run:
         produced it; the next request samples it anew (`Retries.sampling`)."""
         point = self.retries.close(self.files, self.failed_output())
         self.rewind(point, reason, await self.put_back(point.before))
+        await self.count_before()
 
     async def retry_instead(self, reason: str) -> bool:
         """A model that repeats itself within an attempt that can be done over is not stuck

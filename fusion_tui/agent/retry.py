@@ -20,6 +20,11 @@ for three of those six within six tries. Hence the rule:
   before the task (or when the checks last passed), else those files are put back (seen: the
   0.5B appended a copy of a test to the code file, which failed the one check the file had
   failed before, and the next try started from the junk);
+- the checks the agent found for itself (tests shown with the task, docstring examples) do not
+  run before the task, to keep them off the first token; the first time an attempt is undone
+  the files are as they were before it, and the checks count them then, once (seen: every
+  attempt of the 1.5B on Exercism's pov broke the tests' import, so none had a count, and the
+  first of them was kept over files that failed 15 of 15 tests but imported);
 - a task that goes nowhere before it wrote anything (it repeats itself into `stuck`, or answers
   a change with words twice) starts over from its own prompt, sampled so, while a retry is left.
 
@@ -108,6 +113,8 @@ class Retries:
     checks passed; None when not known (no checks ran, or their output gave no count)."""
     baseline_files: dict[str, str | None] = field(default_factory=dict)
     """Each file written since then → its text before (None: it did not exist)."""
+    counted_before: bool = False
+    """The checks ran on the files before any attempt (whether or not they gave a count)."""
     origin: BranchPoint | None = None
     """Where the last closed attempt began: a fresh attempt that has not written yet goes back
     there again when its reply cannot be used (a sample can come out garbled, and a fix asked
@@ -125,6 +132,14 @@ class Retries:
         """The checks ran before any change (`output`, whether they passed): the count an
         attempt must beat to stay at a failing end."""
         self.baseline = 0 if ok else failure_count(output)
+        self.counted_before = True
+
+    def wants_count_before(self, files: dict[str, str]) -> bool:
+        """The files (`files`) are back as they were before any attempt, and the checks have
+        not counted those yet: a run now gives the count an attempt must beat."""
+        if self.counted_before or self.baseline is not None or not self.baseline_files:
+            return False
+        return all(files.get(p) == t for p, t in self.baseline_files.items() if t is not None)
 
     def passed(self) -> None:
         """The checks passed: the attempt is the answer, there is nothing to go back to but

@@ -75,7 +75,7 @@ def register(sub: Subparsers) -> None:
     )  # fmt: skip
     p.add_argument(
         "--test-rounds", type=non_negative, metavar="N", default=None,
-        help="rounds of fixes per attempt after failing tests (default 1; needs --test-cmd)",
+        help="rounds of fixes per attempt after failing checks (default 1)",
     )  # fmt: skip
     p.add_argument(
         "--retries", type=non_negative, metavar="N", default=None,
@@ -128,10 +128,14 @@ def prepare(args: argparse.Namespace, store: SessionStore) -> tuple[Session, Wor
 
 
 def check_test_flags(args: argparse.Namespace, config: AgentConfig) -> None:
-    """`--test-rounds` without any test command (flag or `agent.testCmd(s)`) would be ignored."""
-    if getattr(args, "test_rounds", None) is not None and not config.test_cmd:
+    """`--test-rounds` with no checks at all (no test command, flag or `agent.testCmd(s)`, and
+    `agent.findTests` off) would be ignored; the tests the agent finds count rounds as well."""
+    if getattr(args, "test_rounds", None) is not None and not (
+        config.test_cmd or config.find_tests
+    ):
         raise BadInput(
-            "--test-rounds needs a test command: --test-cmd CMD, or agent.testCmd in the config"
+            "--test-rounds needs checks to count rounds of: --test-cmd CMD, agent.testCmd in "
+            "the config, or agent.findTests on"
         )
 
 

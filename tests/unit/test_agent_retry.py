@@ -353,3 +353,45 @@ def test_a_usage_example_beside_the_fix_is_no_edit(
     assert len(cli_server.completions()) == 1
     outcome = json_lines(out)[-1]
     assert outcome["outcome"] == "completed", outcome
+
+
+SUB_TESTS = (
+    "from calc import sub\n\n\ndef test_apart():\n    assert sub(3, 1) == 2\n\n\n"
+    "def test_same():\n    assert sub(1, 1) == 0\n"
+)
+"""Tests shown with the task (found, not a test command): WRONG fails both."""
+
+
+def test_found_tests_count_the_files_before_once_an_attempt_is_undone(
+    cli_server: FakeLlamaServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Seen on Exercism's pov with the 1.5B: every attempt broke the tests' import (no count),
+    the files before were never counted, and the first broken attempt was kept over files that
+    imported. The first undo counts them, once; attempts that cannot be counted lose to them."""
+    ws = workspace(tmp_path, {"calc.py": WRONG, "test_calc.py": SUB_TESTS})
+    broken = [f"def sub(a, b) -> {name}:\n    return a - b\n" for name in ("Num", "Diff", "Res")]
+    cli_server.script(*(edit("calc.py", text) for text in broken))
+    code, out, err = call_cli(
+        capsys, "run", "fix calc.py", "--workspace", str(ws), "--yes", "--json",
+        "--test-rounds", "0", "--retries", "2",
+    )  # fmt: skip
+    assert code == 1
+    runs = [(e["round"], e["exit"]) for e in json_lines(out) if e["event"] == "test"]
+    assert runs == [(1, 2), (0, 1), (1, 2), (1, 2)]  # collection errors; the files before: 2 fail
+    assert json_lines(out)[-1]["outcome"] == "tests_failed"
+    assert (ws / "calc.py").read_text() == WRONG
+    assert "no attempt failed fewer than the 2 check(s) the files failed before the task" in err
+
+
+def test_with_found_tests_a_counted_attempt_that_failed_fewer_stays(
+    cli_server: FakeLlamaServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ws = workspace(tmp_path, {"calc.py": WRONG, "test_calc.py": SUB_TESTS})
+    cli_server.script(edit("calc.py", HALF), edit("calc.py", "def sub(a, b) -> N:\n    pass\n"))
+    code, out, err = call_cli(
+        capsys, "run", "fix calc.py", "--workspace", str(ws), "--yes", "--json",
+        "--test-rounds", "0", "--retries", "1",
+    )  # fmt: skip
+    assert code == 1
+    assert (ws / "calc.py").read_text() == HALF
+    assert "the files hold attempt 1, which failed fewest checks, 1 failed" in err

@@ -85,7 +85,6 @@ def test_the_workspace_test_command_comes_from_the_config(
 @pytest.mark.parametrize(
     ("flags", "said"),
     [
-        (["--test-rounds", "1"], "--test-rounds needs a test command"),
         (["--test-cmd", " "], "--test-cmd is empty"),
     ],
 )
@@ -95,6 +94,19 @@ def test_test_flags_that_cannot_take_effect_are_refused(
 ) -> None:  # fmt: skip
     code, _, err = call_cli(capsys, "run", "fix calc.py", "--workspace", str(ws), *flags)
     assert code == 2 and said in err
+    assert not cli_server.completions()
+
+
+def test_test_rounds_with_no_checks_at_all_are_refused(
+    cli_server: FakeLlamaServer, ws: Path, app_home: AppPaths, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found tests and docstring examples count rounds too: only with `agent.findTests` off
+    and no test command would the flag be ignored."""
+    app_home.config_dir.mkdir(parents=True, exist_ok=True)
+    app_home.config_file.write_text("version: 3\nagent:\n  findTests: false\n")
+    code, _, err = call_cli(capsys, "run", "fix calc.py", "--workspace", str(ws),
+                            "--test-rounds", "1")  # fmt: skip
+    assert code == 2 and "--test-rounds needs checks to count rounds of" in err
     assert not cli_server.completions()
 
 
