@@ -31,6 +31,8 @@ CLOSE = "close"
 CANCEL = "cancel"
 FOCUS_PROMPT = "focus-prompt"
 PROMPT_NEWLINE = "prompt-newline"
+SCROLL_CHAT_UP = "scroll-chat-up"
+SCROLL_CHAT_DOWN = "scroll-chat-down"
 
 APP_BINDINGS: list[BindingType] = [
     Binding("ctrl+q", "quit", "Quit", show=False, priority=True, id=QUIT),
@@ -49,6 +51,12 @@ MAIN_SCREEN_BINDINGS: list[BindingType] = [
     Binding("ctrl+b", "app.toggle_slot_map", "Slots", id=TOGGLE_SLOT_MAP),
     Binding("ctrl+n", "app.new_session", "New session", show=False, id=NEW_SESSION),
     Binding("f2", "app.open_wizard", "Launch model", show=False, id=LAUNCH_MODEL),
+    # priority: the prompt box (a TextArea) would take them to move its cursor a page, and a
+    # box of a few lines has no page to move; the chat, while the user types, does
+    Binding("pageup", "scroll_chat(-1)", "Scroll up", show=False, priority=True, id=SCROLL_CHAT_UP),
+    Binding(
+        "pagedown", "scroll_chat(1)", "Scroll down", show=False, priority=True, id=SCROLL_CHAT_DOWN
+    ),
 ]
 """Keys that matter on the main screen (added to `MainScreen.BINDINGS`)."""
 
@@ -69,6 +77,8 @@ KNOWN_IDS: dict[str, str] = {
     CANCEL: "cancel the streaming reply",
     FOCUS_PROMPT: "move the focus to the prompt box",
     PROMPT_NEWLINE: "a new line in the prompt box",
+    SCROLL_CHAT_UP: "scroll the chat up a page, even while you type",
+    SCROLL_CHAT_DOWN: "scroll the chat down a page",
 }
 """Every id a keymap may name, with what it does (for messages and docs)."""
 

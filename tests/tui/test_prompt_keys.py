@@ -9,6 +9,7 @@ from fusion_tui.tui.key_clock import KeyClock
 from fusion_tui.tui.screens.help import HelpScreen
 from fusion_tui.tui.screens.main import MainScreen
 from fusion_tui.tui.widgets.chat_message import ChatMessage
+from fusion_tui.tui.widgets.chat_view import ChatView
 from fusion_tui.tui.widgets.prompt_input import PromptInput
 from tests.fakes.clock import FakeClock
 from tests.tui.keys_support import burst
@@ -83,3 +84,27 @@ async def test_a_burst_with_new_lines_keeps_their_order_and_sends_it_all() -> No
         await pilot.pause()
         assert backend.sent == ["def f():\n    return 1\ndone?"]
         assert app.screen.query_one(PromptInput).text == ""
+
+
+async def test_page_keys_scroll_the_chat_while_the_prompt_box_has_the_focus() -> None:
+    """A long answer is read back while the next message is typed: PgUp and PgDn scroll the
+    chat, and the half-typed message stays in the box, the focus with it."""
+    answer = "\n\n".join(f"Paragraph {n} of a long answer." for n in range(60))
+    backend = ScriptedBackend([[answer]])
+    app = build_app(SETTINGS, backend)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.screen.workers.wait_for_complete()
+        await pilot.press(*"tell me a lot", "enter")
+        await app.screen.workers.wait_for_complete()
+        await pilot.pause()
+        view = app.screen.query_one(ChatView)
+        box = app.screen.query_one(PromptInput)
+        assert view.max_scroll_y > 0 and view.scroll_y == view.max_scroll_y
+        await pilot.press(*"next q")
+        await pilot.press("pageup")
+        await pilot.pause(0.3)
+        assert view.scroll_y < view.max_scroll_y
+        assert app.focused is box and box.text == "next q"
+        await pilot.press("pagedown")
+        await pilot.pause(0.3)
+        assert view.scroll_y == view.max_scroll_y

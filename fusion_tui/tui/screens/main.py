@@ -408,6 +408,13 @@ class MainScreen(Screen[None]):
         key_for = getattr(self.app, "key_for", None)
         return (key_for("quit") if key_for else "") or "Ctrl+Q"
 
+    def action_scroll_chat(self, direction: int) -> None:
+        """A page of the chat up or down, wherever the focus is (the prompt box keeps it)."""
+        if direction < 0:
+            self.chat.scroll_page_up()
+        else:
+            self.chat.scroll_page_down()
+
     def action_focus_prompt(self) -> None:
         self.query_one(PromptInput).focus()
 
