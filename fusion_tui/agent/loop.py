@@ -928,25 +928,28 @@ class _Run:
         put = False
         if best is not None:
             try:
-                await self.put_back(dict(best.files))
+                written = await self.put_back(dict(best.files))
             except _Stop:
                 return False
-            put, self.kept = True, self.kept_words(best)
+            put, self.kept = True, self.kept_words(best, bool(written))
         left = self.retries.created_besides(best)
         if left:
             words = f"{', '.join(left)} (created by an undone attempt) left as it is"
             self.kept = f"{self.kept}; {words}" if self.kept else words
         return put
 
-    def kept_words(self, best: Attempt) -> str:
+    def kept_words(self, best: Attempt, written: bool) -> str:
+        """What the files hold at a failing end (`written`: whether keeping `best` wrote any)."""
         counted = "" if best.failures is None else f", {best.failures} failed"
         number = next((n for n, a in enumerate(self.retries.attempts, 1) if a is best), None)
         if number is not None:
             return f"the files hold attempt {number}, which failed fewest checks{counted}"
         if best.failures == 0:
-            return "the files were put back as they were when the checks last passed"
+            were = "were put back" if written else "are"
+            return f"the files {were} as they were when the checks last passed"
+        back = "they were put back as they were" if written else "they are as they were"
         return (f"no attempt failed fewer than the {best.failures} check(s) the files failed "
-                "before the task: they were put back as they were")  # fmt: skip
+                f"before the task: {back}")  # fmt: skip
 
     # --- endings -------------------------------------------------------------------------------
 

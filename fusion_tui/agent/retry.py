@@ -201,7 +201,10 @@ class Retries:
         """The files to put back when the task ends with its checks failing (`files` as they
         are, `output` of the last checks): the attempt with the fewest failed checks, the first
         on a tie, or the files before any attempt (`baseline`) when none failed fewer; None
-        when the files as they are rank first, or there is nothing to go back to."""
+        when the files as they are rank first (the open attempt's, or the files before it that
+        the open attempt gave back), or there is nothing to go back to. The files before are
+        returned even when the files already hold them (an undo left them so, and no attempt
+        wrote since): the ending then says why they are as they were."""
         last = None if self.point is None else self._attempt(self.point, files, output)
         before = self.before_attempts()
         candidates = [*self.attempts, *([last] if last is not None else [])]
@@ -210,7 +213,7 @@ class Retries:
         if not candidates:
             return None
         best = min(candidates, key=Attempt.rank)  # min keeps the first of equals
-        if best is last or (best is before and before.held_by(files)):
+        if best is last or (best is before and last is not None and before.held_by(files)):
             return None
         return best
 

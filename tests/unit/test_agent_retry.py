@@ -388,10 +388,36 @@ def test_with_found_tests_a_counted_attempt_that_failed_fewer_stays(
 ) -> None:
     ws = workspace(tmp_path, {"calc.py": WRONG, "test_calc.py": SUB_TESTS})
     cli_server.script(edit("calc.py", HALF), edit("calc.py", "def sub(a, b) -> N:\n    pass\n"))
-    code, out, err = call_cli(
+    code, _out, err = call_cli(
         capsys, "run", "fix calc.py", "--workspace", str(ws), "--yes", "--json",
         "--test-rounds", "0", "--retries", "1",
     )  # fmt: skip
     assert code == 1
     assert (ws / "calc.py").read_text() == HALF
     assert "the files hold attempt 1, which failed fewest checks, 1 failed" in err
+
+
+def test_undone_attempts_are_named_at_the_end_when_the_files_are_already_as_before() -> None:
+    """The last attempt was undone and its fresh one ran out of time before it wrote: the files
+    already are as before the task, and the ending still says no attempt beat them."""
+    retries = Retries(allowed=3)
+    retries.checked_before("15 failed in 0.7s", ok=False)
+    retries.writing(2, 0, "a.py", "stub")
+    retries.close({"a.py": "one"}, "15 failed in 0.7s")
+    assert retries.best({"a.py": "stub"}, "") == Attempt({"a.py": "stub"}, 15)
+    retries.writing(2, 0, "a.py", "stub")  # the open attempt gave the stub back: it is the answer
+    assert retries.best({"a.py": "stub"}, "15 failed in 0.7s") is None
+
+
+def test_an_ending_after_an_undo_says_the_files_are_as_they_were(
+    cli_server: FakeLlamaServer, ws: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    product = "def sub(a, b):\n    return a * b\n"  # fails both cases, as WRONG does
+    cli_server.script(edit("calc.py", product), Reply("I cannot fix this."), Reply("No."))
+    code, _out, err = run(capsys, ws, "--test-rounds", "0", "--retries", "1")
+    assert code == 1
+    assert (ws / "calc.py").read_text() == WRONG
+    assert (
+        "no attempt failed fewer than the 2 check(s) the files failed before the task: "
+        "they are as they were" in err
+    )
