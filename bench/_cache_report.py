@@ -4,7 +4,9 @@ Per phase and side: prompt tokens evaluated (every request: turns, titles, summa
 read-aheads), the independent minimum (`_minimum.py`) and the ratio to it, the read-ahead's own
 tokens and time, the titles' and summaries' tokens, the answers' length, first-token time from
 Enter (median of the session turns: a turn's first request; in `agent` a turn is a task and its
-later steps are `step_ttft_ms` in `--json`), the client's share of it (first-token time minus the
+later steps are `step_ttft_ms` in `--json`), the phase's whole wait (the sum of those first-token
+times: the median lands on the typical turn, and in `long` the turns that compact, where the
+sides differ most, are the few), the client's share of it (first-token time minus the
 server's own prompt time, median: what a client adds, robust to a loaded box), refused turns and,
 for `long`, the tokens of history each side still held at its last turn. Medians of the runs
 with their spread (min-max).
@@ -19,7 +21,7 @@ from _cache_common import Row, median_spread
 
 KEYS = ("evaluated", "minimum", "vs_minimum", "readahead_tokens", "readahead_s", "keystroke_s",
         "side_tokens",
-        "answer_tokens", "ttft_ms", "step_ttft_ms", "client_ms", "refused", "held",
+        "answer_tokens", "ttft_ms", "wait_ms", "step_ttft_ms", "client_ms", "refused", "held",
         "requests")  # fmt: skip
 
 
@@ -52,6 +54,7 @@ def figures(rows: list[Row], phase: str) -> dict[str, float]:
         "side_tokens": sum(r.prompt_n for r in mine if r.label.kind in ("side", "summary")),
         "answer_tokens": statistics.mean(answered) if answered else 0.0,
         "ttft_ms": _median(ttfts),
+        "wait_ms": sum(ttfts),
         "step_ttft_ms": _median(steps),
         "client_ms": _median(client),
         "refused": sum(1 for r in firsts.values() if r.error),
@@ -81,7 +84,7 @@ def summarize(runs: list[dict[str, list[Row]]], phases: list[str], sides: list[s
             if other == "fusion" or "fusion" not in per:
                 continue
             for key, name in (("evaluated", "evaluated"), ("ttft_ms", "ttft"),
-                              ("step_ttft_ms", "step_ttft")):  # fmt: skip
+                              ("wait_ms", "wait"), ("step_ttft_ms", "step_ttft")):  # fmt: skip
                 med, lo, hi = median_spread(_ratios(per["fusion"], per[other], key))
                 row[f"{name}_ratio_{other}"], row[f"{name}_ratio_{other}_spread"] = med, [lo, hi]
         out.append(row)
@@ -122,14 +125,19 @@ def print_tables(rows: list[dict[str, Any]], sides: list[str], runs: int) -> Non
               f"{r.get('fusion_readahead_tokens', 0):>10,.0f} "
               f"{_by_side(r, sides, 'side_tokens', ',.0f'):>16} "
               f"{_by_side(r, sides, 'answer_tokens', '.0f'):>12}")  # fmt: skip
-    print(f"\nFirst token from Enter (ms, median turn); sides {names}; medians of {runs} run(s):")
-    print(f"{'phase':<19} {'first token':>20} {others:>24} {'client ms':>16} "
-          f"{'read-ahead s':>12} {'keystroke s':>11} {'refused':>9} "
+    print(
+        f"\nFirst token from Enter (ms, median turn; whole wait: the sum over the turns, s); "
+        f"sides {names}; medians of {runs} run(s):"
+    )
+    print(f"{'phase':<19} {'first token':>20} {others:>24} {'whole wait s':>16} {others:>24} "
+          f"{'client ms':>16} {'read-ahead s':>12} {'keystroke s':>11} {'refused':>9} "
           f"{'held tokens':>20}")  # fmt: skip
     for r in rows:
         held = _by_side(r, sides, "held", ",.0f") if r["phase"] == "long" else ""
+        wait = " / ".join(f"{r[f'{s}_wait_ms'] / 1000:.1f}" for s in sides)
         print(f"{r['phase']:<19} {_by_side(r, sides, 'ttft_ms', ',.0f'):>20} "
-              f"{_vs(r, sides, 'ttft', runs):>24} {_by_side(r, sides, 'client_ms', '.0f'):>16} "
+              f"{_vs(r, sides, 'ttft', runs):>24} {wait:>16} {_vs(r, sides, 'wait', runs):>24} "
+              f"{_by_side(r, sides, 'client_ms', '.0f'):>16} "
               f"{r.get('fusion_readahead_s', 0):>12.1f} {r.get('fusion_keystroke_s', 0):>11.1f} "
               f"{_by_side(r, sides, 'refused', '.0f'):>9} {held:>20}")  # fmt: skip
 

@@ -205,6 +205,7 @@ def test_figures_count_every_request_but_time_only_turns() -> None:
     assert f["readahead_tokens"] == 3 and f["side_tokens"] == 40
     assert f["readahead_s"] == pytest.approx(1.0) and f["keystroke_s"] == pytest.approx(0.25)
     assert f["ttft_ms"] == pytest.approx(300.0)  # median of 500 and 100
+    assert f["wait_ms"] == pytest.approx(600.0)  # the whole wait: their sum
     assert f["answer_tokens"] == 256 and f["held"] == 210 and f["refused"] == 0
 
 
@@ -226,6 +227,7 @@ def test_summarize_gives_medians_spreads_and_fusion_ratios_per_side() -> None:
     assert row["evaluated_ratio_plain"] == pytest.approx(0.5)
     assert row["evaluated_ratio_plain_spread"] == pytest.approx([0.35, 0.6])
     assert row["ttft_ratio_plain"] == pytest.approx(0.5)
+    assert row["wait_ratio_plain"] == pytest.approx(0.5)
     assert row["feature"] is False
     feature = report.summarize([run(50, 100)], ["sequential"], ["fusion", "plain"],
                                frozenset({"sequential"}))  # fmt: skip
