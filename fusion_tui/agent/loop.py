@@ -84,7 +84,13 @@ from fusion_tui.agent.finish_check import (
     wants_change,
 )
 from fusion_tui.agent.loop_guard import LoopGuard
-from fusion_tui.agent.prompt import ContextMeter, PromptPacker, observation, volatile_tail
+from fusion_tui.agent.prompt import (
+    CARRIED,
+    ContextMeter,
+    PromptPacker,
+    observation,
+    volatile_tail,
+)
 from fusion_tui.agent.protocol import Action, StepInvalid, validate_args
 from fusion_tui.agent.reply import FileBlock, Reply, SearchReplace, ToolCall, parse_reply
 from fusion_tui.agent.request import Streamed, stream_request
@@ -110,8 +116,11 @@ CHARS_PER_TOKEN = 3.0
 STOP = ["<tool_response>"]
 """The model writes a call and waits; a model that goes on to invent the result is cut there."""
 REPAIR_NOTE = "{problems}. Reply again in the format of the system message."
-AHEAD_ASK = "Summarize the work of this session so far: facts found, files changed, what remains."
-"""The user's side of a transcript compacted after a task; the summary is the model's answer."""
+EARLIER_WORK = "### summary of the earlier work in this session"
+"""Heads the summary a compaction after a task carries into the next task's message. Not an
+exchange of its own: left as a question and its answer, the summary was the only reply of the
+model's in the transcript, and the 1.5B answered the next two tasks in its shape ("Files changed:
+None / What remains: ...") instead of writing code, six attempts each."""
 
 
 def summary_reserve(config: AgentConfig) -> float:
@@ -406,39 +415,41 @@ class _Run:
         self.packer = self.packer.restarted(first)
         self.compacted(before, len(summary))
 
-    async def ahead_due(self) -> bool:
-        """After a task: whether the next one would likely not fit the slot (the transcript,
-        room for a new task's message, and the answer's reserve). Counted with the server's
-        tokenizer, and only when the transcript's bytes could reach the limit at all (a token
-        is at least a byte)."""
+    async def ahead_due(self) -> int:
+        """After a task: the transcript's tokens when the next task would likely not fit the
+        slot beside it (room for a new task's message, and the answer's reserve), else 0.
+        Counted with the server's tokenizer, and only when the transcript's bytes could reach
+        the limit at all (a token is at least a byte)."""
         n_ctx = self.context()
-        if n_ctx <= 0 or not self.packer.messages or self.packer.awaiting_reply:
-            return False
-        text = self.packer.text
+        packer = self.packer
+        if n_ctx <= 0 or not packer.messages or packer.awaiting_reply or packer.carries:
+            return 0
+        text = packer.text
         reserve = min(self.cfg.n_predict, n_ctx // 4) + next_task_room(n_ctx)
         limit = int(n_ctx * self.cfg.compact_threshold)
         if len(text.encode("utf-8")) + reserve < limit:
-            return False
+            return 0
         if self.deps.count_tokens is None:
-            return self.meter.estimate(len(text)) + reserve >= limit
-        try:
-            return await self.deps.count_tokens(text) + reserve >= limit
-        except Exception:  # no count to be had: the next task compacts when it must
-            return False
+            tokens = self.meter.estimate(len(text))
+        else:
+            try:
+                tokens = await self.deps.count_tokens(text)
+            except Exception:  # no count to be had: the next task compacts when it must
+                return 0
+        return tokens if tokens + reserve >= limit else 0
 
     async def compact_ahead(self) -> bool:
         """Compact after a task, while the user reads its outcome, when the next task would not
         fit (`ahead_due`): the next task's first token then waits for no summary. The new
-        transcript is the summary asked and answered; the next task follows it."""
-        if not await self.ahead_due():
+        transcript is the summary alone, carried into the next task's message (`EARLIER_WORK`)."""
+        before = await self.ahead_due()
+        if not before:
             return False
         self.ceiling = self.clock.now() + self.cfg.finalization_ms / 1000
-        before = self.meter.used_tokens
         summary = await self.summarise()
         if summary is None:
             return False
-        self.packer = self.packer.restarted(AHEAD_ASK)
-        self.packer.add_assistant(summary, kind="summary")
+        self.packer = self.packer.restarted(f"{EARLIER_WORK}\n{summary}", kind=CARRIED)
         self.compacted(before, len(summary))
         return True
 
@@ -1051,8 +1062,10 @@ class _Run:
 
     async def steps(self) -> tuple[Outcome, str, str]:
         pending: tuple[str, str] | None = None
+        carried = self.packer.take_carried()  # the summary compacted after the last task
         if not self.packer.awaiting_reply:
-            pending = (await self.first_message(), "task")
+            opening = await self.first_message()
+            pending = (f"{carried}\n\n{opening}" if carried else opening, "task")
         self.task_at = len(self.packer.messages) + (pending is not None)
         failed = 0
         while True:

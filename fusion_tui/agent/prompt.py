@@ -129,7 +129,11 @@ class PromptMessage:
     role: Role
     text: str
     kind: str = ""
-    """task, action, observation, repair, raw, note, summary: for the session and the UI."""
+    """task, action, observation, repair, raw, note, summary, carried: for the session and the
+    UI (`carried`: a summary left for the next task's message, `PromptPacker.take_carried`)."""
+
+
+CARRIED = "carried"
 
 
 @dataclass
@@ -174,7 +178,23 @@ class PromptPacker:
 
     @property
     def awaiting_reply(self) -> bool:
-        return bool(self.messages) and self.messages[-1].role == "user"
+        """The last message is the user's and wants an answer (a carried summary does not)."""
+        return bool(self.messages) and self.messages[-1].role == "user" and not self.carries
+
+    @property
+    def carries(self) -> bool:
+        """The transcript ends with a summary left for the next task's message."""
+        return bool(self.messages) and self.messages[-1].kind == CARRIED
+
+    def take_carried(self) -> str:
+        """The summary a compaction after the last task left for the next task, taken out of
+        the transcript (it goes into that task's message); "" when there is none."""
+        if not self.carries:
+            return ""
+        text = self.messages[-1].text
+        self.messages = self.messages[:-1]
+        self.__post_init__()
+        return text
 
     def holds(self, text: str) -> bool:
         """Whether the transcript so far holds `text` verbatim."""
@@ -196,10 +216,10 @@ class PromptPacker:
         a prefix of what the slot holds (a fresh attempt, `retry.py`)."""
         return PromptPacker(self.frame, self.stable, self.messages[:messages])
 
-    def restarted(self, first_user: str) -> PromptPacker:
+    def restarted(self, first_user: str, kind: str = "summary") -> PromptPacker:
         """A new packer on the same stable prefix (after a compaction)."""
         p = PromptPacker(self.frame, self.stable)
-        p.add_user(first_user, kind="summary")
+        p.add_user(first_user, kind=kind)
         return p
 
     def to_dict(self) -> dict[str, Any]:

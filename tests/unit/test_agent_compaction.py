@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from fusion_tui.agent.events import TranscriptCompacted
-from fusion_tui.agent.loop import AHEAD_ASK, compact_ahead, run_task
+from fusion_tui.agent.loop import EARLIER_WORK, compact_ahead, run_task
 from tests.fakes.clock import FakeClock
 from tests.unit.test_agent_fakes import Say, Script, act, make_deps
 
@@ -92,9 +92,13 @@ async def test_a_task_that_leaves_no_room_for_the_next_compacts_after_its_outcom
 ) -> None:
     """After a task, the transcript is compacted ahead when the next task's message would not
     fit beside it (counted by the server), so the next task's first step waits for no summary;
-    the new transcript is the summary asked and answered, the old one archived."""
+    the new transcript is the summary alone, carried into the next task's message (the old one
+    archived): no reply of the model's in a shape other than its code for it to copy."""
     clock = FakeClock(start=1000.0)
-    script = Script(clock, [Say("the answer: " + "long words " * 400), Say("it was explained")])
+    script = Script(
+        clock,
+        [Say("the answer: " + "long words " * 400), Say("it was explained"), Say("two, then")],
+    )
 
     async def count(text: str) -> int:
         return counted if "long words" in text else len(text) // 4
@@ -110,8 +114,21 @@ async def test_a_task_that_leaves_no_room_for_the_next_compacts_after_its_outcom
         packer, archived = ahead
         assert script.bodies[-1]["id_slot"] == 3  # the summary rides the side slot
         assert [(m.role, m.text) for m in packer.messages] == [
-            ("user", AHEAD_ASK),
-            ("assistant", "it was explained"),
+            ("user", f"{EARLIER_WORK}\nit was explained")
         ]
+        assert ahead_events(events)[0].tokens_before == counted  # the transcript's tokens, counted
         assert "long words" in str(archived[0])
-        assert not packer.awaiting_reply  # the next task follows it
+        assert not packer.awaiting_reply and packer.carries  # the next task takes it
+        nxt = await run_task("and the next?", session_id="s", deps=deps, resume=packer)
+        assert nxt.outcome == "completed"
+        assert [(m.role, m.kind) for m in nxt.packer.messages] == [
+            ("user", "task"),
+            ("assistant", "action"),
+        ]
+        first = nxt.packer.messages[0].text
+        assert first.startswith(f"{EARLIER_WORK}\nit was explained\n\nand the next?")
+        assert "<|im_start|>assistant\nit was explained" not in str(script.bodies[-1]["prompt"])
+
+
+def ahead_events(events: list[Any]) -> list[TranscriptCompacted]:
+    return [e for e in events if isinstance(e, TranscriptCompacted)]
