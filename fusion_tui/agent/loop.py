@@ -116,6 +116,11 @@ CHARS_PER_TOKEN = 3.0
 STOP = ["<tool_response>"]
 """The model writes a call and waits; a model that goes on to invent the result is cut there."""
 REPAIR_NOTE = "{problems}. Reply again in the format of the system message."
+AHEAD_ASK = (
+    "Before the next task: in a few sentences, say what was asked in this session, what was "
+    "done, which files were changed, and what remains. No code."
+)
+"""The question a compaction after a task asks on the session's own slot."""
 EARLIER_WORK = "### summary of the earlier work in this session"
 """Heads the summary a compaction after a task carries into the next task's message. Not an
 exchange of its own: left as a question and its answer, the summary was the only reply of the
@@ -446,12 +451,32 @@ class _Run:
         if not before:
             return False
         self.ceiling = self.clock.now() + self.cfg.finalization_ms / 1000
-        summary = await self.summarise()
+        summary = await self.summary_continued()
+        if summary is None:
+            summary = await self.summarise()
         if summary is None:
             return False
         self.packer = self.packer.restarted(f"{EARLIER_WORK}\n{summary}", kind=CARRIED)
         self.compacted(before, len(summary))
         return True
+
+    async def summary_continued(self) -> str | None:
+        """After a task, the summary asked on the session's own slot as the transcript's next
+        question: the slot holds the transcript, so only the question is read, not the whole
+        log again on the side slot (seen: 1,633 tokens read cold, 17 s on the two cores, for
+        the 1.5B's summary of four tasks). None when the slot is not known, this model cannot
+        reuse a prefix in full, or no summary came (the side call then asks)."""
+        if self.slot < 0 or self.deps.prefix_reuse != "full":
+            return None
+        transcript = self.packer.to_dict()
+        self.packer.add_user(AHEAD_ASK, kind="note")
+        reply = await self.request("compaction", self.ceiling, self.cfg.summary_n_predict)
+        self.packer = self.packer.rewound(len(self.packer.messages) - 1)
+        text = finish_as_prose(parse_reply(reply.text)).prose.strip() if reply.ended == "ok" else ""
+        if not text or finish_problem(text):
+            return None
+        self.archived.append(transcript)
+        return text
 
     async def summarise(self) -> str | None:
         """The transcript summarised on the side slot (the old transcript archived), or None.

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from fusion_tui.agent.events import TranscriptCompacted
-from fusion_tui.agent.loop import EARLIER_WORK, compact_ahead, run_task
+from fusion_tui.agent.loop import AHEAD_ASK, EARLIER_WORK, compact_ahead, run_task
 from tests.fakes.clock import FakeClock
 from tests.unit.test_agent_fakes import Say, Script, act, make_deps
 
@@ -86,9 +86,12 @@ async def test_a_new_task_is_counted_by_the_server_before_it_is_compacted(
     assert (first["id_slot"] == 3) is compacts  # the summary rides the side slot
 
 
-@pytest.mark.parametrize(("counted", "compacts"), [(1_000, False), (3_000, True)])
+@pytest.mark.parametrize(
+    ("counted", "compacts", "reuse"),
+    [(1_000, False, "full"), (3_000, True, "full"), (3_000, True, "none")],
+)
 async def test_a_task_that_leaves_no_room_for_the_next_compacts_after_its_outcome(
-    tmp_path: Path, counted: int, compacts: bool
+    tmp_path: Path, counted: int, compacts: bool, reuse: str
 ) -> None:
     """After a task, the transcript is compacted ahead when the next task's message would not
     fit beside it (counted by the server), so the next task's first step waits for no summary;
@@ -104,15 +107,24 @@ async def test_a_task_that_leaves_no_room_for_the_next_compacts_after_its_outcom
         return counted if "long words" in text else len(text) // 4
 
     events: list[Any] = []
-    deps = make_deps(tmp_path, script, events=events, n_ctx=4096, count_tokens=count)
+    deps = make_deps(
+        tmp_path, script, events=events, n_ctx=4096, count_tokens=count, prefix_reuse=reuse
+    )
     res = await run_task("explain the answer", session_id="s", deps=deps)
     assert not any(isinstance(e, TranscriptCompacted) for e in events)
+    transcript = res.packer.text
     ahead = await compact_ahead(session_id="s", deps=deps, packer=res.packer)
     assert (ahead is not None) is compacts
     assert any(isinstance(e, TranscriptCompacted) for e in events) is compacts
     if ahead is not None:
         packer, archived = ahead
-        assert script.bodies[-1]["id_slot"] == 3  # the summary rides the side slot
+        asked = script.bodies[-1]
+        if reuse == "full":  # the transcript's next question on its own slot: only it is read
+            assert asked["id_slot"] == deps.slots.slot_for("s") == 2
+            assert asked["cache_prompt"] is True and asked["prompt"].startswith(transcript)
+            assert AHEAD_ASK in asked["prompt"]
+        else:  # a model that cannot reuse a prefix in full: the log on the side slot
+            assert asked["id_slot"] == 3 and asked["cache_prompt"] is False
         assert [(m.role, m.text) for m in packer.messages] == [
             ("user", f"{EARLIER_WORK}\nit was explained")
         ]
