@@ -468,14 +468,17 @@ class _Run:
         reuse a prefix in full, or no summary came (the side call then asks)."""
         if self.slot < 0 or self.deps.prefix_reuse != "full":
             return None
-        transcript = self.packer.to_dict()
-        self.packer.add_user(AHEAD_ASK, kind="note")
-        reply = await self.request("compaction", self.ceiling, self.cfg.summary_n_predict)
-        self.packer = self.packer.rewound(len(self.packer.messages) - 1)
+        transcript = self.packer
+        self.packer = transcript.rewound(len(transcript.messages))  # a copy: the session's own
+        self.packer.add_user(AHEAD_ASK, kind="note")  # transcript never holds the question
+        try:
+            reply = await self.request("compaction", self.ceiling, self.cfg.summary_n_predict)
+        finally:
+            self.packer = transcript
         text = finish_as_prose(parse_reply(reply.text)).prose.strip() if reply.ended == "ok" else ""
         if not text or finish_problem(text):
             return None
-        self.archived.append(transcript)
+        self.archived.append(transcript.to_dict())
         return text
 
     async def summarise(self) -> str | None:

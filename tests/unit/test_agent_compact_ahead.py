@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+from fusion_tui.agent.loop import AHEAD_ASK
 from fusion_tui.chat.agent_backend import AgentBackend
 from fusion_tui.chat.events import Compacted, Notice, ReplyDone, ReplyEvent
 from fusion_tui.paths import AppPaths
@@ -83,5 +84,6 @@ async def test_the_next_message_cuts_the_compaction_ahead_short(paths: AppPaths,
         nxt = await turn(backend, "and now?")
     assert [d.outcome for d in nxt if isinstance(d, ReplyDone)] == ["completed"]
     bodies = [c.body for c in srv.completions()]
-    assert bodies[1]["cache_prompt"] is False  # the summary that was cut short
+    assert AHEAD_ASK in str(bodies[1]["prompt"])  # the summary that was cut short
     assert "many words" in str(bodies[2]["prompt"])  # the transcript was left as it was
+    assert AHEAD_ASK not in str(bodies[2]["prompt"])  # without the question

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from fusion_tui.agent.loop import AHEAD_ASK
 from fusion_tui.chat.agent_backend import AgentBackend
 from fusion_tui.chat.endpoint_view import GroupedSlotView
 from fusion_tui.chat.events import Notice, ReplyDone, TurnEndpoint
@@ -49,8 +50,12 @@ def prompts(srv: FakeLlamaServer) -> list[str]:
 
 def steps(srv: FakeLlamaServer) -> list[RecordedRequest]:
     """The requests of the tasks' steps, less the summaries (on a small slot the transcript
-    is compacted ahead after a task, on the side slot)."""
-    return [r for r in srv.completions() if r.body.get("cache_prompt") is not False]
+    is compacted ahead after a task: a question on its own slot, or a side call)."""
+    return [
+        r
+        for r in srv.completions()
+        if r.body.get("cache_prompt") is not False and AHEAD_ASK not in str(r.body["prompt"])
+    ]
 
 
 async def drain(backend: AgentBackend, text: str) -> list[Any]:

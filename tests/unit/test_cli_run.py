@@ -171,8 +171,9 @@ def test_a_task_that_fills_the_slot_compacts_before_its_outcome_and_the_next_sta
     cli_server: FakeLlamaServer, ws: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The fake's tokens are characters: an answer of 7,000 leaves no room in an 8,192 slot for
-    a next task, so the transcript is compacted after the task (a side call), before the
-    outcome line, and the next task's first prompt holds the summary, not the answer."""
+    a next task, so the transcript is compacted after the task (a question on the session's
+    own slot), before the outcome line, and the next task's first prompt holds the summary, not
+    the answer."""
     long_answer = "the answer is " + "many words " * 640
     cli_server.script(
         act("finish", summary=long_answer),
@@ -187,7 +188,8 @@ def test_a_task_that_fills_the_slot_compacts_before_its_outcome_and_the_next_sta
     code2, _out2, _ = run(capsys, "and now?", "--session", sid, "--json")
     assert code2 == 0
     bodies = [c.body for c in cli_server.completions()]
-    assert "many words" in str(bodies[1]["prompt"])  # the summary request read the log ...
-    assert bodies[1]["cache_prompt"] is False
+    asked = str(bodies[1]["prompt"])  # the summary asked as the transcript's next question ...
+    assert asked.startswith(str(bodies[0]["prompt"])) and bodies[1]["cache_prompt"] is True
+    assert "many words" in asked and asked.rstrip().endswith("<|im_start|>assistant")
     nxt = str(bodies[2]["prompt"])
     assert "the session explained the answer" in nxt and "many words" not in nxt  # ... not the next
