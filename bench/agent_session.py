@@ -14,11 +14,13 @@ No baseline runs in the same process: this is a behaviour check on a real model 
 task by task), not a speed target. Compare two commits by running it on each (a worktree each).
 
 Run: .venv/bin/python bench/agent_session.py [--model coder-1.5b] [--ctx 8192] [--parallel 2]
+     [--keep]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -121,8 +123,16 @@ def main() -> int:
     ap.add_argument("--ctx", type=int, default=8192, help="the server's total context")
     ap.add_argument("--parallel", type=int, default=2, help="slots")
     ap.add_argument("--timeout-s", type=float, default=600.0, help="per task")
+    ap.add_argument("--keep", action="store_true", help="keep the workspace and app home")
     a = ap.parse_args()
-    with tempfile.TemporaryDirectory(prefix="agent-session-") as tmp:
+    keep = tempfile.mkdtemp(prefix="agent-session-") if a.keep else None
+    with (
+        contextlib.nullcontext(keep)
+        if keep
+        else tempfile.TemporaryDirectory(prefix="agent-session-") as tmp
+    ):
+        if keep:
+            print(f"kept in {keep}")
         ws, home = Path(tmp) / "ws", Path(tmp) / "home"
         ws.mkdir()
         (ws / "inventory.py").write_text(MODULE)
