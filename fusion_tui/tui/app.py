@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import os
+import signal
 from pathlib import Path
 from typing import ClassVar
 
@@ -96,6 +98,10 @@ class FusionApp(App[None]):
         return dict(APP_VARIABLES)
 
     def on_mount(self) -> None:
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            # a closed terminal window quits as Ctrl+Q does; by default the hangup killed the
+            # app on the spot, and the server it had started kept running, slots unsaved
+            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self.exit)
         self.set_keymap(self.keymap)
         install_themes(self, self.theme_catalog)
         theme_problem = choose_theme(self, self.settings.ui.theme)
@@ -122,6 +128,8 @@ class FusionApp(App[None]):
             )
 
     async def on_unmount(self) -> None:
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
         await self.backend.close()
 
     # --- themes ---------------------------------------------------------------------------------

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
+from typing import Any
+
 from fusion_tui.config import Settings
 from fusion_tui.config.settings import UISettings
 from fusion_tui.tui.app import build_app
@@ -108,3 +112,31 @@ async def test_page_keys_scroll_the_chat_while_the_prompt_box_has_the_focus() ->
         await pilot.press("pagedown")
         await pilot.pause(0.3)
         assert view.scroll_y == view.max_scroll_y
+
+
+async def test_a_hangup_of_the_terminal_quits_as_ctrl_q_does() -> None:
+    """Closing the terminal window sends SIGHUP: the app quits through its own path, so the
+    backend closes (the server it started stops, its slots saved) instead of dying on the spot."""
+    backend = ScriptedBackend()
+    app = build_app(SETTINGS, backend)
+    asked: list[bool] = []
+    quit_app = app.exit
+
+    def exit_and_say(*args: Any, **kwargs: Any) -> None:
+        asked.append(True)
+        quit_app(*args, **kwargs)
+
+    app.exit = exit_and_say  # type: ignore[method-assign]
+    swallow = signal.signal(signal.SIGHUP, lambda *_: None)  # without the app's handler: no kill
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await app.screen.workers.wait_for_complete()
+            os.kill(os.getpid(), signal.SIGHUP)
+            for _ in range(100):
+                if asked:
+                    break
+                await pilot.pause(0.02)
+            assert asked, "the hangup did not quit the app"
+    finally:
+        signal.signal(signal.SIGHUP, swallow)
+    assert backend.closed
