@@ -20,9 +20,10 @@ for three of those six within six tries. Hence the rule:
   before the task (or when the checks last passed), else those files are put back (seen: the
   0.5B appended a copy of a test to the code file, which failed the one check the file had
   failed before, and the next try started from the junk);
-- the checks the agent found for itself (tests shown with the task, docstring examples) do not
-  run before the task, to keep them off the first token; the first time an attempt is undone
-  the files are as they were before it, and the checks count them then, once (seen: every
+- the tests the agent found for itself (shown with the task, not a test command) do not run
+  before the task, to keep them off the first token; the first time an attempt is undone the
+  files are as they were before it, and those tests count them then, once (not the docstring
+  examples: those are the model's own and change with its code) (seen: every
   attempt of the 1.5B on Exercism's pov broke the tests' import, so none had a count, and the
   first of them was kept over files that failed 15 of 15 tests but imported);
 - a task that goes nowhere before it wrote anything (it repeats itself into `stuck`, or answers
