@@ -9,6 +9,9 @@ meant:
 - a Python block that redefines some of a file's functions but leaves others out (the model
   wrote only what it changed) replaces those functions and keeps the rest of the file, with any
   new imports added at the top;
+- a class given without some of the methods the file's class has keeps them, unless the task
+  names them (the 1.5B, adding a method, wrote the class from an older view of it, and the
+  method a task before had added was gone while the tests, which did not cover it, passed);
 - a SEARCH text that matches only when trailing spaces are ignored still matches.
 A write that would turn a Python file that compiles into one that does not is refused: the file
 is kept, and the model told why. Everything else is refused with a sentence the model can act on.
@@ -19,7 +22,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from fusion_tui.agent.checks import is_test_file, syntax_problem
@@ -38,6 +41,8 @@ class ResolvedEdit:
     """The file's whole new content."""
     how: str = "whole"
     """whole, merged (functions replaced in place) or search (a SEARCH/REPLACE edit)."""
+    kept: tuple[str, ...] = ()
+    """Methods (`Class.method`) the edit left out of a class and that were put back."""
 
 
 def top_names(source: str) -> list[str] | None:
@@ -144,9 +149,10 @@ def resolve(
     files: Mapping[str, str],
     known: set[str],
     old_of: Callable[[str], str | None],
+    named: Collection[str] = (),
 ) -> ResolvedEdit:
     """The edit as a path and its new content. `old_of(path)`: what the file holds now (None:
-    it does not exist)."""
+    it does not exist); `named`: the words of the task (a method it names may be left out)."""
     body = edit.content if isinstance(edit, FileBlock) else edit.search + edit.replace
     path = resolve_path(edit.path, body, files, known)
     old = old_of(path)
@@ -159,9 +165,11 @@ def resolve(
     edit = dataclasses.replace(edit, content=without_self_import(path, edit.content))
     if old is not None and path.endswith(".py"):
         merged = merge_python(old, edit.content)
-        if merged is not None:
-            return ResolvedEdit(path, merged, "merged")
-        keep_python(path, old, edit)
+        how = "merged" if merged is not None else "whole"
+        if merged is None:
+            keep_python(path, old, edit)
+        content, kept = with_left_out_methods(old, merged or edit.content, named)
+        return ResolvedEdit(path, content, how, tuple(kept))
     return ResolvedEdit(path, edit.content, "whole")
 
 
@@ -327,6 +335,67 @@ def merge_python(old: str, new: str) -> str | None:
 
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def with_left_out_methods(old: str, new: str, named: Collection[str]) -> tuple[str, list[str]]:
+    """`new` with each method of a class in `old` that the same class in `new` leaves out put
+    back at the end of that class, unless `named` holds its name (the task asks about it); and
+    the methods put back, as `Class.method`. A class whose decorators or bases changed was
+    rebuilt rather than edited (a dataclass writes its own `__init__`; methods moved to a new
+    base class are there), and is left as given; so is one indented otherwise than the file,
+    and text that does not parse."""
+    try:
+        old_tree, new_tree = ast.parse(old), ast.parse(new)
+    except (SyntaxError, ValueError):
+        return new, []
+    before = {n.name: n for n in old_tree.body if isinstance(n, ast.ClassDef)}
+    old_lines, new_lines = old.split("\n"), new.split("\n")
+    inserts: list[tuple[int, list[str]]] = []
+    kept: list[str] = []
+    for cls in new_tree.body:
+        was = before.get(cls.name) if isinstance(cls, ast.ClassDef) else None
+        if was is None or not isinstance(cls, ast.ClassDef) or _rebuilt(was, cls):
+            continue
+        have = _bound_names(cls)
+        missing = [
+            n
+            for n in was.body
+            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+            and n.name not in have
+            and n.name not in named
+        ]
+        if not missing or any(n.col_offset != cls.body[0].col_offset for n in missing):
+            continue
+        text: list[str] = []
+        for method in missing:
+            text += ["", *old_lines[_first_line(method) - 1 : method.end_lineno]]
+        inserts.append((cls.end_lineno or cls.lineno, text))
+        kept += [f"{cls.name}.{n.name}" for n in missing]
+    for end, text in sorted(inserts, reverse=True):
+        new_lines[end:end] = text
+    return ("\n".join(new_lines), kept) if kept else (new, [])
+
+
+def _rebuilt(old: ast.ClassDef, new: ast.ClassDef) -> bool:
+    """Whether a class's decorators or bases differ between two texts of it."""
+
+    def shape(c: ast.ClassDef) -> list[str]:
+        return [ast.dump(n) for n in (*c.decorator_list, *c.bases, *c.keywords)]
+
+    return shape(old) != shape(new)
+
+
+def _bound_names(cls: ast.ClassDef) -> set[str]:
+    """The names a class body defines or assigns."""
+    names: set[str] = set()
+    for node in cls.body:
+        if isinstance(node, _DEFS):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return names
 
 
 def _first_line(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> int:

@@ -604,7 +604,7 @@ class _Run:
         """Write one edit; the path it changed, else None (the reason is in `notes`).
         Raises `_Stop` when the model repeats a write that changes nothing."""
         try:
-            done = resolve(edit, self.files, self.known, self.old_text)
+            done = resolve(edit, self.files, self.known, self.old_text, self.task_words)
         except (EditRefused, ToolError) as exc:
             notes.append(f"Not written: {exc}")
             return None
@@ -658,8 +658,15 @@ class _Run:
         self.guard.changed()
         self.emit(FileChanged(self.step, done.path, result.detail, done.how))
         how = {"merged": " (the functions you gave replaced those of the file)"}.get(done.how, "")
+        if done.kept:
+            how += f"; it keeps {', '.join(done.kept)}, which your text left out"
         notes.append(f"{done.path} was written{how}.")
         return done.path
+
+    @property
+    def task_words(self) -> set[str]:
+        """The words of the task: a method it names may be left out of a class on purpose."""
+        return set(re.findall(r"\w+", self.task))
 
     def tests_passed(self) -> bool:
         """The task's test command passed after this step's changes: the task is done, whatever
@@ -872,7 +879,7 @@ class _Run:
             return False
         for edit in without_usage_examples(parsed.edits):
             try:
-                done = resolve(edit, self.files, self.known, self.old_text)
+                done = resolve(edit, self.files, self.known, self.old_text, self.task_words)
                 old = self.old_text(done.path)
             except (EditRefused, ToolError):
                 return False

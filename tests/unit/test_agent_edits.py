@@ -63,6 +63,89 @@ def test_a_whole_file_that_keeps_every_definition_is_not_merged() -> None:
     assert merge_python(STATS, STATS.replace("pass", "return 0.0")) is None
 
 
+INVENTORY = """class Inventory:
+    def __init__(self):
+        self.items = {}
+
+    def add(self, name, count):
+        self.items[name] = self.items.get(name, 0) + count
+
+    @property
+    def size(self):
+        return len(self.items)
+
+    def clear(self):
+        self.items.clear()
+
+
+def helper():
+    return 1
+"""
+INVENTORY_FROM_AN_OLDER_VIEW = """class Inventory:
+    def __init__(self):
+        self.items = {}
+
+    def add(self, name, count):
+        if count <= 0:
+            raise ValueError("count must be positive")
+        self.items[name] = self.items.get(name, 0) + count
+
+
+def helper():
+    return 1
+"""
+
+
+def test_methods_a_class_leaves_out_are_kept_at_its_end() -> None:
+    files = {"inventory.py": INVENTORY}
+    done = resolve(
+        FileBlock("inventory.py", INVENTORY_FROM_AN_OLDER_VIEW), files, set(files), files.get
+    )
+    assert done.kept == ("Inventory.size", "Inventory.clear")
+    assert "raise ValueError" in done.content
+    assert done.content == INVENTORY_FROM_AN_OLDER_VIEW.replace(
+        "+ count\n",
+        "+ count\n\n    @property\n    def size(self):\n        return len(self.items)\n\n"
+        "    def clear(self):\n        self.items.clear()\n",
+    )
+    compile(done.content, "inventory.py", "exec")
+
+
+def test_a_method_the_task_names_may_be_left_out() -> None:
+    files = {"inventory.py": INVENTORY}
+    block = FileBlock("inventory.py", INVENTORY_FROM_AN_OLDER_VIEW)
+    done = resolve(block, files, set(files), files.get, {"remove", "the", "clear", "method"})
+    assert done.kept == ("Inventory.size",)
+    assert "def clear" not in done.content
+
+
+def test_a_class_given_alone_keeps_its_left_out_methods_and_the_other_functions() -> None:
+    files = {"inventory.py": INVENTORY}
+    only_class = INVENTORY_FROM_AN_OLDER_VIEW.split("\n\n\ndef helper")[0] + "\n"
+    done = resolve(FileBlock("inventory.py", only_class), files, set(files), files.get)
+    assert done.how == "merged"
+    assert done.kept == ("Inventory.size", "Inventory.clear")
+    assert "def helper" in done.content and "raise ValueError" in done.content
+
+
+def test_a_class_rebuilt_as_a_dataclass_is_taken_as_given() -> None:
+    old = (
+        "class P:\n    def __init__(self, x):\n        self.x = x\n\n"
+        "    def twice(self):\n        return 2 * self.x\n"
+    )
+    new = "from dataclasses import dataclass\n\n\n@dataclass\nclass P:\n    x: int\n"
+    files = {"p.py": old}
+    done = resolve(FileBlock("p.py", new), files, set(files), files.get)
+    assert (done.content, done.kept) == (new, ())
+
+
+def test_a_class_indented_otherwise_than_the_file_is_taken_as_given() -> None:
+    new = INVENTORY_FROM_AN_OLDER_VIEW.replace("    ", "  ")
+    files = {"inventory.py": INVENTORY}
+    done = resolve(FileBlock("inventory.py", new), files, set(files), files.get)
+    assert (done.content, done.kept) == (new, ())
+
+
 def test_search_replace_matches_once_and_ignores_trailing_spaces() -> None:
     assert search_replace("f", "a = 1  \nb = 2\n", "a = 1\n", "a = 3\n") == "a = 3\nb = 2\n"
     with pytest.raises(EditRefused, match="occurs 2 times"):
