@@ -18,10 +18,13 @@ placeholders: `finish_check.py`). What a task is given and gives back (`AgentCon
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import re
 from typing import Any
+
+import anyio
 
 from fusion_tui.agent.approval import ApprovalRequest, command_prefix
 from fusion_tui.agent.chat_files import (
@@ -113,6 +116,8 @@ SUMMARY_OVERHEAD = 256
 """Tokens of the summary request besides the log: its instruction and the template."""
 CHARS_PER_TOKEN = 3.0
 """For the budget of the files shown with a task when the server cannot count them."""
+STOP_GRACE_S = 5.0
+"""A task stopped from outside gets this long to put the best attempt's files back."""
 STOP = ["<tool_response>"]
 """The model writes a call and waits; a model that goes on to invent the result is cut there."""
 REPAIR_NOTE = "{problems}. Reply again in the format of the system message."
@@ -199,6 +204,8 @@ class _Run:
         self.rounds = 0
         """Check rounds used: replies that were sent back because the checks failed."""
         self.last_test: TestRan | None = None
+        self.tested: dict[str, str] = {}
+        """The files in the chat as the last checks (`last_test`) saw them."""
         self.found_tests: str | None = None
         self.specified: set[str] = set()
         """Files shown with the task whose docstrings held examples: a rewrite that drops them
@@ -823,7 +830,7 @@ class _Run:
         self.emit(run)
         bad = check.failed(done.exit, done.output)
         if done.ok or bad:  # a verdict on the code, either way
-            self.last_test = run
+            self.last_test, self.tested = run, dict(self.files)
         return run, bad
 
     async def run_tests(self, round_: int) -> TestRan:
@@ -834,7 +841,7 @@ class _Run:
         run = TestRan(self.step, command, done.ok, done.exit, tail(done.output), round_,
                       (self.clock.now() - t0) * 1000)  # fmt: skip
         if round_ > 0:
-            self.last_test = run
+            self.last_test, self.tested = run, dict(self.files)
         self.emit(run)
         return run
 
@@ -984,6 +991,19 @@ class _Run:
             self.kept = f"{self.kept}; {words}" if self.kept else words
         return put
 
+    async def keep_best_when_stopped(self) -> None:
+        """Stopped from outside (SIGTERM from `timeout`, a harness's limit): the files keep the
+        attempt that failed fewest checks, as at a failing end, but only one whose count is
+        known; the files as they are count only when the last checks ran on them (the stop may
+        have cut the checks of a fresh write). A few seconds at most, shielded from the stop."""
+        tested = self.last_test is not None and self.tested == self.files
+        best = self.retries.best(self.files, self.failed_output() if tested else "")
+        if best is None or best.failures is None:
+            return
+        shielded = anyio.CancelScope(shield=True)
+        with shielded, anyio.move_on_after(STOP_GRACE_S), contextlib.suppress(_Stop):
+            await self.put_back(dict(best.files))
+
     def kept_words(self, best: Attempt, written: bool) -> str:
         """What the files hold at a failing end (`written`: whether keeping `best` wrote any)."""
         counted = "" if best.failures is None else f", {best.failures} failed"
@@ -1088,6 +1108,9 @@ class _Run:
             outcome, summary, reason = await self.steps()
         except _Stop as stop:
             outcome, summary, reason = stop.outcome, "", stop.reason
+        except anyio.get_cancelled_exc_class():
+            await self.keep_best_when_stopped()
+            raise
         if outcome not in ("completed", "cancelled"):
             if await self.keep_best():
                 summary = ""  # the last attempt's words, of code that was just put back

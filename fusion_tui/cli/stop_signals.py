@@ -1,9 +1,10 @@
-"""Provides `until_stopped`: run a coroutine, and turn SIGTERM / SIGINT into a cancellation.
+"""Provides `until_stopped`: run a coroutine, and turn a stop signal into a cancellation.
 
-Why: a headless command killed by `timeout` (SIGTERM) used to die on the spot, so nothing after
-its first save reached the disk. Cancelling instead lets every `finally` run (the session's last
-save, the server's stop), after which the caller says what was kept and exits 128 + the signal,
-as a shell expects (143 for SIGTERM, 130 for SIGINT).
+The stop signals are SIGTERM, SIGINT and SIGHUP. Why: a headless command killed by `timeout`
+(SIGTERM) used to die on the spot, so nothing after its first save reached the disk. Cancelling
+instead lets every `finally` run (the session's last save, the server's stop, the best attempt's
+files put back), after which the caller says what was kept and exits 128 + the signal, as a
+shell expects (143 for SIGTERM, 130 for SIGINT, 129 for SIGHUP: the terminal was closed).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Generic, TypeVar
 import anyio
 
 T = TypeVar("T")
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 @dataclass
@@ -36,7 +37,7 @@ class Stopped(Generic[T]):
 
 
 async def until_stopped(fn: Callable[[], Awaitable[T]]) -> Stopped[T]:
-    """`await fn()`, cancelled by the first SIGTERM or SIGINT (a second one is the default)."""
+    """`await fn()`, cancelled by the first stop signal (a second one is the default)."""
     outcome: Stopped[T] = Stopped()
     try:
         await _watched(fn, outcome)

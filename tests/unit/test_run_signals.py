@@ -1,7 +1,8 @@
 """`fusion-tui run` stopped by a signal keeps every finished step (fake server, real subprocess).
 
-SIGTERM (what `timeout` sends) and SIGINT save the session, say what was kept on stderr and exit
-143 / 130; even SIGKILL finds every step that finished before it on disk.
+SIGTERM (what `timeout` sends), SIGINT and SIGHUP (the terminal closed) save the session, say
+what was kept on stderr and exit 143 / 130 / 129; even SIGKILL finds every step that finished
+before it on disk. A stop leaves the files of the attempt that failed fewest checks.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import pytest
 from fusion_tui.sessions.store import SessionStore
 from tests.child_env import child_env
 from tests.fakes.fake_server import FakeLlamaServer, Reply
-from tests.unit.cli_support import act
+from tests.unit.cli_support import act, edit
 
 STEPS = 3
 CALLS = (("list_dir", {}), ("find", {"pattern": "*.md"}), ("grep", {"pattern": "notes"}))
@@ -33,16 +34,19 @@ def srv() -> Iterator[FakeLlamaServer]:
         yield server
 
 
-def start_run(srv: FakeLlamaServer, tmp_path: Path) -> tuple[subprocess.Popen[str], Path]:
+def start_run(
+    srv: FakeLlamaServer, tmp_path: Path, *args: str, files: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[str], Path]:
     ws = tmp_path / "ws"
     ws.mkdir()
-    (ws / "notes.md").write_text("# notes\n")
+    for name, text in (files or {"notes.md": "# notes\n"}).items():
+        (ws / name).write_text(text)
     env = child_env(
         tmp_path / "home", FUSION_TUI_SERVER__MODE="external", FUSION_TUI_SERVER__URL=srv.url
     )
     child = subprocess.Popen(
-        [sys.executable, "-m", "fusion_tui", "run", "look around", "--workspace", str(ws),
-         "--json", "--max-steps", "20"],
+        [sys.executable, "-m", "fusion_tui", "run", *(args or ("look around",)), "--workspace",
+         str(ws), "--json", "--max-steps", "20"],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env=env,
     )  # fmt: skip
@@ -68,7 +72,9 @@ def the_session(sessions: Path) -> Any:
     return SessionStore(sessions).load(files[0].stem)
 
 
-@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+@pytest.mark.parametrize(
+    ("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130), (signal.SIGHUP, 129)]
+)
 def test_a_stop_signal_saves_every_finished_step_says_so_and_exits_128_plus(
     srv: FakeLlamaServer, tmp_path: Path, sig: int, code: int
 ) -> None:
@@ -109,3 +115,42 @@ def test_sigkill_still_finds_each_finished_step_on_disk(
     session = the_session(sessions)
     assert [m.tool_name for m in session.messages if m.role == "tool"] == ["list_dir", "find"]
     assert session.turns == []  # the turn never ended, yet its steps are there
+
+
+CHECK = """\
+import sys
+import calc
+failed = sum(calc.sub(a, b) != a - b for a, b in [(3, 1), (1, 1)])
+if failed:
+    print(f"***Test Failed*** {failed} failures.")
+sys.exit(1 if failed else 0)
+"""
+WRONG = "def sub(a, b):\n    return a + b\n"
+HALF = "def sub(a, b):\n    return b - a\n"
+"""Fails one of the two cases."""
+
+
+def test_a_stop_keeps_the_attempt_that_failed_fewest_checks(
+    srv: FakeLlamaServer, tmp_path: Path
+) -> None:
+    """A harness that stops the run at its limit (SIGTERM) finds the best attempt's files, not
+    the files as the last undo left them; without this, it judged the task's own broken code."""
+    product = "def sub(a, b):\n    return a * b\n"  # fails both cases, as WRONG does
+    srv.script(
+        edit("calc.py", HALF), edit("calc.py", product), Reply(text=["{"], hang="first_token")
+    )
+    child, _ = start_run(
+        srv, tmp_path, "fix calc.py", "--yes", "--test-cmd", f"{sys.executable} check.py",
+        "--test-rounds", "0", "--retries", "3", files={"calc.py": WRONG, "check.py": CHECK},
+    )  # fmt: skip
+    try:
+        wait_for_steps(srv, child, 2)
+        child.send_signal(signal.SIGTERM)
+        out, err = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == 143, err
+    assert (tmp_path / "ws" / "calc.py").read_text() == HALF
+    restored = [json.loads(line) for line in out.splitlines() if '"restored"' in line]
+    assert restored, out
