@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import asyncio
 
+from markdown_it import MarkdownIt
+from markdown_it.rules_core import StateCore
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.message import Message
@@ -65,10 +67,29 @@ blocks moved out are garbage only then) and before the next append. Run right af
 ROLE_LABELS = {"user": "you", "assistant": "model", "system": "system", "notice": "·"}
 
 
+def _hard_breaks(state: StateCore) -> None:
+    """Every line break inside a paragraph is kept (Markdown joins the lines of a paragraph)."""
+    for token in state.tokens:
+        for child in token.children or ():
+            if child.type == "softbreak":
+                child.type = "hardbreak"
+
+
+def typed_markdown() -> MarkdownIt:
+    """The parser of what the user wrote: lines stay lines. A pasted list of names, a stack
+    trace or an address was shown joined into one line, not as the user sent it."""
+    parser = MarkdownIt("gfm-like")
+    parser.core.ruler.push("hard_breaks", _hard_breaks)
+    return parser
+
+
 class Piece(Markdown):
     """A run of the body's blocks. Blank: its blocks draw everything, the piece itself nothing."""
 
     BLANK = True
+
+    def __init__(self, markdown: str = "", *, typed: bool = False) -> None:
+        super().__init__(markdown, parser_factory=typed_markdown if typed else None)
 
 
 class ChatMessage(Vertical):
@@ -114,10 +135,12 @@ class ChatMessage(Vertical):
     def __init__(self, role: str, text: str = "", *, id: str | None = None) -> None:
         super().__init__(id=id, classes=f"-{role}")
         self.role = role
+        self.typed = role == "user"
+        """The user's own words: drawn with their line breaks."""
         self._text = text
         self._live_text = text
         """What the live Markdown widget holds; the frozen pieces above it hold the rest."""
-        self._live = Piece(text)
+        self._live = Piece(text, typed=self.typed)
         self._pending: list[str] = []
         self._wake = asyncio.Event()
         self._finishing = False
@@ -272,7 +295,7 @@ class ChatMessage(Vertical):
             await frozen.remove_children(below)
             await frozen.mount(Static("", classes="pin"))
             await asyncio.sleep(0)  # the steps of a cut are short stalls, not one long one
-            self._live, self._live_text = Piece(), tail
+            self._live, self._live_text = Piece(typed=self.typed), tail
             await self.mount(self._live, after=frozen)
             # appended, not passed to Markdown(): after an initial document that ends in a blank
             # line, Textual 8.2's Markdown.append would overwrite that document's last block
@@ -288,5 +311,5 @@ class ChatMessage(Vertical):
             await self.remove_children(Piece)
             self._parking.forget()
             self._settled.clear()
-            self._live, self._live_text = Piece(self._text), self._text
+            self._live, self._live_text = Piece(self._text, typed=self.typed), self._text
             await self.mount(self._live, before=self.query_one(".footnote"))
