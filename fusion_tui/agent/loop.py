@@ -116,6 +116,8 @@ SUMMARY_OVERHEAD = 256
 """Tokens of the summary request besides the log: its instruction and the template."""
 CHARS_PER_TOKEN = 3.0
 """For the budget of the files shown with a task when the server cannot count them."""
+PROSE_SUFFIXES = (".md", ".txt", ".rst")
+"""Files whose change no check could vouch for: the end line says nothing of tests for them."""
 STOP_GRACE_S = 5.0
 """A task stopped from outside gets this long to put the best attempt's files back."""
 STOP = ["<tool_response>"]
@@ -1019,6 +1021,20 @@ class _Run:
 
     # --- endings -------------------------------------------------------------------------------
 
+    def checked(self, outcome: Outcome) -> str:
+        """What vouches for a completed change, for the end line: "tests pass", "docstring
+        examples pass", or "not tested" when no check ran on the files as they were left (a
+        completed change is otherwise read as a tested one); "" for other outcomes, and for a
+        change to prose files only."""
+        if outcome != "completed" or not self.changed:
+            return ""
+        if all(p.endswith(PROSE_SUFFIXES) for p in self.changed):
+            return ""
+        run = self.last_test
+        if run is None or not run.ok or self.tested != self.files:
+            return "not tested"
+        return "tests pass" if self.cfg.test_cmd or self.found_tests else "docstring examples pass"
+
     def ending(self, prose: str) -> tuple[Outcome, str, str]:
         """How a task ends on a reply with nothing left to run."""
         if self.changed:
@@ -1273,5 +1289,5 @@ async def run_task(
     deps.on_event(TaskOutcome(outcome, summary, run.step, session_id, error))
     return TaskResult(
         outcome, summary, run.step, session_id, run.packer, run.requests, error, run.slot,
-        run.archived, list(run.changed),
+        run.archived, list(run.changed), run.checked(outcome),
     )  # fmt: skip

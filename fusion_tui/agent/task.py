@@ -101,6 +101,9 @@ class TaskResult:
     """Transcripts replaced by a compaction, oldest first (kept for the session, not the prompt)."""
     changed: list[str] = field(default_factory=list)
     """Files the task changed, in order."""
+    checked: str = ""
+    """What vouches for a completed change: "tests pass", "docstring examples pass" or "not
+    tested" ("" for other outcomes)."""
 
 
 def with_config(config: AgentConfig, **changes: Any) -> AgentConfig:

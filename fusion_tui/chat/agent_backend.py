@@ -157,6 +157,8 @@ def outcome_note(report: TurnReport) -> str:
         parts.append(f"slot {last.id_slot} · {last.cache_n:,} of {total:,} prompt tokens cached")
     if report.result is not None and report.result.changed:
         parts.append("changed " + ", ".join(report.result.changed))
+    if report.result is not None and report.result.checked:
+        parts.append(report.result.checked)
     if report.error:
         parts.append(report.error.splitlines()[0])
     if report.save_error:

@@ -115,17 +115,22 @@ class Printer:
             self.stdout.write(piece)
             self.stdout.flush()
 
-    def outcome(self, outcome: str, session_id: str) -> None:
+    def outcome(self, outcome: str, session_id: str, checked: str = "") -> None:
         if self.json_mode:
-            self._line({"event": "outcome", "outcome": outcome, "session": session_id})
+            line = {"event": "outcome", "outcome": outcome, "session": session_id}
+            self._line({**line, "checked": checked} if checked else line)
         else:
             self._say(f"outcome: {outcome} · session {session_id}")
 
-    def finish(self, outcome: str, session_id: str, summary: str, steps: int) -> None:
+    def finish(
+        self, outcome: str, session_id: str, summary: str, steps: int, checked: str = ""
+    ) -> None:
+        """The task's end: its outcome, and what vouches for a completed change (`checked`)."""
         if self.json_mode:
-            self.outcome(outcome, session_id)
+            self.outcome(outcome, session_id, checked)
             return
-        self._say(f"outcome: {outcome} · {steps} step(s) · session {session_id}")
+        said = f" · {checked}" if checked else ""
+        self._say(f"outcome: {outcome} · {steps} step(s){said} · session {session_id}")
         if summary:
             self.stdout.write(summary.rstrip() + "\n")
             self.stdout.flush()

@@ -12,7 +12,8 @@ false), `{"event": "test", "command", "ok", "exit", "tail", "round"}` per run of
 when a failing attempt is undone and asked again, `{"event": "compacted", "before",
 "summary_chars"}` when the transcript was replaced by a summary (tokens before it),
 `{"event": "prompt_progress", "processed", "total", "cache"}` while a prompt is read, and last
-`{"event": "outcome", "outcome", "session"}`. Without it, progress goes to stderr and the
+`{"event": "outcome", "outcome", "session"}` (with `"checked"`: "tests pass", "docstring examples
+pass" or "not tested", for a completed change). Without it, progress goes to stderr and the
 summary to stdout. When the session's transcript leaves no room for a next task, it is
 compacted after the task, before the outcome is said (a `compacted` event), so the next
 `run --session` starts without waiting for a summary.
@@ -191,8 +192,9 @@ async def run_task_command(
             out.error(f"the session was not saved: {report.save_error}")
         if report.error:
             out.error(report.error)
-        summary = report.result.summary if report.result else ""
-        out.finish(report.outcome, session.id, summary, report.result.steps if report.result else 0)
+        result = report.result
+        summary, steps = (result.summary, result.steps) if result else ("", 0)
+        out.finish(report.outcome, session.id, summary, steps, result.checked if result else "")
         return 0 if report.outcome == "completed" else 1
     finally:
         with anyio.CancelScope(shield=True):

@@ -103,6 +103,6 @@ def test_the_coder_fixes_a_planted_bug_until_the_tests_pass(
     assert (ws / "test_stats.py").read_text() == TESTS
     assert first and first[0]["ok"] is False, first  # failing before the agent's change
     assert tests and tests[-1]["ok"] is True, tests
-    assert events[-1] == {"event": "outcome", "outcome": "completed",
+    assert events[-1] == {"event": "outcome", "outcome": "completed", "checked": "tests pass",
                           "session": events[-1]["session"]}, proc.stderr  # fmt: skip
     assert proc.returncode == 0

@@ -1,4 +1,4 @@
-"""`chat.agent_backend.reply_events`: what the chat shows for each agent event."""
+"""`chat.agent_backend`: what the chat shows for each agent event, and the end line."""
 
 from __future__ import annotations
 
@@ -11,9 +11,14 @@ from fusion_tui.agent.events import (
     ToolFinished,
     WorkerEvent,
 )
-from fusion_tui.chat.agent_backend import reply_events
+from fusion_tui.agent.prompt import PromptPacker
+from fusion_tui.agent.session_run import TurnReport
+from fusion_tui.agent.task import TaskResult
+from fusion_tui.chat.agent_backend import outcome_note, reply_events
 from fusion_tui.chat.events import Notice, Progress, ToolBlock
+from fusion_tui.server.template import TemplateFrame
 from fusion_tui.server.types import StreamEnd
+from fusion_tui.sessions.model import Session
 
 DONE = RequestDone(1, "step", 2, 40, 600, 12, 150.0, 88.5, 900.0, 2400)
 TOOL = ToolFinished(1, "edit_file", {"path": "a.py"}, True, "edited", 41.0, "--- a\n+++ b\n")
@@ -37,3 +42,11 @@ def test_tools_become_blocks_and_json_tokens_are_not_prose() -> None:
     assert isinstance(block, ToolBlock) and block.name == "worker 2 · edit_file"
     assert reply_events(TokenDelta(1, '{"tool"')) == []
     assert reply_events(TaskOutcome("completed", "done", 3, "s")) == []
+
+
+def test_the_end_line_says_what_vouches_for_the_change() -> None:
+    packer = PromptPacker(TemplateFrame.chatml(), "SYS")
+    result = TaskResult("completed", "", 2, "s", packer, [DONE], changed=["a.py"],
+                        checked="not tested")  # fmt: skip
+    note = outcome_note(TurnReport("completed", Session.new(), result))
+    assert note.endswith("· changed a.py · not tested"), note

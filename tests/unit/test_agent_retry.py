@@ -421,3 +421,22 @@ def test_an_ending_after_an_undo_says_the_files_are_as_they_were(
         "no attempt failed fewer than the 2 check(s) the files failed before the task: "
         "they are as they were" in err
     )
+
+
+def test_the_end_line_says_what_vouches_for_a_completed_change(
+    cli_server: FakeLlamaServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A completed change is read as a tested one; the end says so only when a check ran."""
+    for name in "abc":
+        (tmp_path / name).mkdir()
+    tested = workspace(tmp_path / "a", {"calc.py": WRONG, "check.py": CHECK})
+    untested = workspace(tmp_path / "b", {"calc.py": WRONG})
+    again = workspace(tmp_path / "c", {"calc.py": WRONG})
+    cli_server.script(edit("calc.py", RIGHT), edit("calc.py", RIGHT), edit("calc.py", RIGHT))
+    code, out, _ = run(capsys, tested)
+    assert code == 0 and json_lines(out)[-1]["checked"] == "tests pass"
+    code, out, _ = call_cli(capsys, "run", "fix calc.py", "--workspace", str(untested), "--yes",
+                            "--json")  # fmt: skip
+    assert code == 0 and json_lines(out)[-1]["checked"] == "not tested"
+    code, _, err = call_cli(capsys, "run", "fix calc.py", "--workspace", str(again), "--yes")
+    assert code == 0 and "outcome: completed · 1 step(s) · not tested · session" in err
