@@ -22,6 +22,7 @@ from fusion_tui.sessions.store import SessionStore
 from tests.child_env import child_env
 from tests.fakes.fake_server import FakeLlamaServer, Reply
 from tests.unit.cli_support import act, edit
+from tests.unit.test_agent_retry import CHECK, HALF, WRONG
 
 STEPS = 3
 CALLS = (("list_dir", {}), ("find", {"pattern": "*.md"}), ("grep", {"pattern": "notes"}))
@@ -115,19 +116,6 @@ def test_sigkill_still_finds_each_finished_step_on_disk(
     session = the_session(sessions)
     assert [m.tool_name for m in session.messages if m.role == "tool"] == ["list_dir", "find"]
     assert session.turns == []  # the turn never ended, yet its steps are there
-
-
-CHECK = """\
-import sys
-import calc
-failed = sum(calc.sub(a, b) != a - b for a, b in [(3, 1), (1, 1)])
-if failed:
-    print(f"***Test Failed*** {failed} failures.")
-sys.exit(1 if failed else 0)
-"""
-WRONG = "def sub(a, b):\n    return a + b\n"
-HALF = "def sub(a, b):\n    return b - a\n"
-"""Fails one of the two cases."""
 
 
 def test_a_stop_keeps_the_attempt_that_failed_fewest_checks(
