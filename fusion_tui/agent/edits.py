@@ -165,11 +165,11 @@ def resolve(
     edit = dataclasses.replace(edit, content=without_self_import(path, edit.content))
     if old is not None and path.endswith(".py"):
         merged = merge_python(old, edit.content)
-        how = "merged" if merged is not None else "whole"
         if merged is None:
             keep_python(path, old, edit)
-        content, kept = with_left_out_methods(old, merged or edit.content, named)
-        return ResolvedEdit(path, content, how, tuple(kept))
+        given = edit.content if merged is None else merged
+        content, kept = with_left_out_methods(old, given, named)
+        return ResolvedEdit(path, content, "whole" if merged is None else "merged", tuple(kept))
     return ResolvedEdit(path, edit.content, "whole")
 
 
@@ -353,8 +353,10 @@ def with_left_out_methods(old: str, new: str, named: Collection[str]) -> tuple[s
     inserts: list[tuple[int, list[str]]] = []
     kept: list[str] = []
     for cls in new_tree.body:
-        was = before.get(cls.name) if isinstance(cls, ast.ClassDef) else None
-        if was is None or not isinstance(cls, ast.ClassDef) or _rebuilt(was, cls):
+        if not isinstance(cls, ast.ClassDef):
+            continue
+        was = before.get(cls.name)
+        if was is None or _rebuilt(was, cls):
             continue
         have = _bound_names(cls)
         missing = [
