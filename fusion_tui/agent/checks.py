@@ -20,9 +20,10 @@ lacks) says nothing about the code.
 
 from __future__ import annotations
 
+import ast
 import re
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -154,18 +155,82 @@ def tests_failed(exit: int | None) -> bool:
     return exit not in (0, 5)
 
 
-def examples_command(paths: list[str]) -> str:
-    """The command that runs the examples of `paths` (the workspace's own `python3`)."""
-    return _RUNNER_CALL + " ".join(map(shlex.quote, paths))
+MAX_TASK_EXAMPLES = 20
+"""The task's examples checked at most (each is a word of the command the user approves)."""
+_INLINE_CODE = re.compile(r"`([^`\n]+)`")
+
+
+def task_examples(task: str) -> list[str]:
+    """The examples the task states, as `call == value` (a call of a function by its name on
+    literals, and a literal): `assert f(2) == 4` and `f(2) == 4` lines (`->`, `=>`, `➞` read as
+    `==`), doctest's `>>> f(2)` with the value on the next line, and such text in backticks
+    inside a sentence. The user who writes "use this test: assert f("") == 0" states what the
+    code must do; the 1.5B, given one, wrote `sentence_count` wrong, left the test out, and the
+    old tests passed. Prose ("f(2) should give 4") is not read: its meaning is not certain."""
+    lines = [line.strip() for line in task.split("\n")]
+    found: list[str] = []
+    for i, line in enumerate(lines):
+        candidates = [m.group(1).strip() for m in _INLINE_CODE.finditer(line)]
+        if line.startswith(">>> ") and i + 1 < len(lines):
+            candidates.append(f"{line[4:].strip()} == {lines[i + 1]}")
+        else:
+            candidates.append(line)
+        for text in candidates:
+            example = _as_example(text)
+            if example is not None and example not in found:
+                found.append(example)
+    return found[:MAX_TASK_EXAMPLES]
+
+
+def _as_example(text: str) -> str | None:
+    """`text` as `call == value` when it states a call's value, else None."""
+    text = text.removeprefix("assert ").strip()
+    m = STATED.match(text)
+    if m is None:
+        return None
+    try:
+        call = ast.parse(m.group("call"), mode="eval").body
+        ast.literal_eval(m.group("value"))
+        if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Name):
+            return None
+        for arg in [*call.args, *(k.value for k in call.keywords)]:
+            ast.literal_eval(arg)
+    except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
+        return None
+    return f"{m.group('call')} == {m.group('value')}"
+
+
+def examples_command(
+    paths: list[str], given: Sequence[str] = (), *, only_given: bool = False
+) -> str:
+    """The command that runs the examples of `paths` (the workspace's own `python3`), and the
+    task's examples `given` (alone with `only_given`: the tests judge the code)."""
+    options = [word for example in given for word in ("--given", shlex.quote(example))]
+    if only_given:
+        options.append("--only-given")
+    return _RUNNER_CALL + " ".join([*options, *map(shlex.quote, paths)])
 
 
 def check_label(command: str) -> str:
     """How a check's command is named on screen: the example runner by what it checks, since its
     install path alone would fill an 80-column line. The approval prompt and `--json` keep the
     command as it runs."""
-    if command.startswith(_RUNNER_CALL):
-        return "docstring examples of " + command[len(_RUNNER_CALL) :]
-    return command
+    if not command.startswith(_RUNNER_CALL):
+        return command
+    words = iter(shlex.split(command[len(_RUNNER_CALL) :]))
+    given, only_given, paths = 0, False, []
+    for word in words:
+        if word == "--given":
+            given += next(words, "") != ""
+        elif word == "--only-given":
+            only_given = True
+        else:
+            paths.append(shlex.quote(word))
+    files = " ".join(paths)
+    task = f"the task's {given} example{'s' if given != 1 else ''}"
+    if only_given:
+        return f"{task} on {files}"
+    return f"docstring examples of {files}" + (f" and {task}" if given else "")
 
 
 def examples_failed(exit: int | None, output: str) -> bool:
@@ -186,8 +251,14 @@ def examples_feedback(command: str, exit: int | None, output_tail: str, rounds_l
     )
     if rounds_left <= 0:
         more += " The examples run once more after this fix, for the last time."
+    words = command.split()
+    which = "in the docstrings"
+    if "--only-given" in words:
+        which = "the task gives"
+    elif "--given" in words:
+        which = "the task gives and those in the docstrings"
     return (
-        f"The examples in the docstrings {how} (`{command}`). The end of the output:\n"
+        f"The examples {which} {how} (`{command}`). The end of the output:\n"
         f"```\n{output_tail}\n```\n{more}"
     )
 

@@ -19,6 +19,12 @@ failed; 0: all held (or there were none); 2: a file could not be imported for wa
 which says nothing about the code (a package that interpreter lacks); 3: the file's own code
 raised while it was imported (a stray `python` line left from a code fence: `NameError`), which
 is a verdict against the code: no example can run.
+
+The task's own examples come as options: `--given 'f(2) == 4'` (repeated) states what a call
+must give, `f` a function that one of the files defines or imports (the first file that has it),
+checked like a docstring's stated example; a call of a function none of the files has fails, since
+the task asked for it. `--only-given` checks those alone (the tests judge the code, and the
+docstrings' examples, the model's own, are no specification then).
 """
 
 from __future__ import annotations
@@ -186,36 +192,99 @@ def same(got: Any, expected: Any) -> bool:
         return False
 
 
-def check(path: str, out: list[str]) -> int:
-    """Run the examples of one file; the number that failed (failures go to `out`)."""
-    module = load(path)
+def check_module(path: str, module: ModuleType, out: list[str]) -> int:
+    """Run the docstring examples of `module` (loaded from `path`); the number that failed."""
     runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE)
     for test in doctest.DocTestFinder().find(module, module.__name__):
         runner.run(test, out=out.append)
     failed = runner.failures
     for owner, call, expected in stated_examples(module):
-        try:
-            got = eval(call, vars(module))  # the example as written, in the file's namespace
-        except Exception as exc:  # the code raised: that is the failure to show
-            shown = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-        else:
-            if same(got, expected):
-                continue
-            shown = repr(got)
-        failed += 1
-        out.append(
-            f'{RULE}\nFile "{path}", in {module.__name__}.{owner}\nFailed example:\n'
-            f"    {call}\nExpected:\n    {expected!r}\nGot:\n    {shown}\n"
-        )
+        where = f'File "{path}", in {module.__name__}.{owner}'
+        failed += not holds(call, expected, vars(module), where, out)
     return failed
 
 
-def main(paths: list[str]) -> int:
+def holds(call: str, expected: Any, namespace: dict[str, Any], where: str, out: list[str]) -> bool:
+    """Whether `call`, evaluated in `namespace`, gives `expected`; a failure is shown in `out`
+    as doctest shows one."""
+    try:
+        got = eval(call, namespace)  # the example as written, in the file's namespace
+    except Exception as exc:  # the code raised: that is the failure to show
+        shown = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    else:
+        if same(got, expected):
+            return True
+        shown = repr(got)
+    out.append(
+        f"{RULE}\n{where}\nFailed example:\n"
+        f"    {call}\nExpected:\n    {expected!r}\nGot:\n    {shown}\n"
+    )
+    return False
+
+
+def given_example(text: str) -> tuple[str, str, Any] | None:
+    """(function, call, expected value) of a `--given` example (`f(2, "a") == 4`: a call of a
+    function by its name on literals, and a literal); None when it does not read so."""
+    m = STATED.match(text)
+    if m is None:
+        return None
+    try:
+        node = ast.parse(m.group("call"), mode="eval").body
+        expected = ast.literal_eval(m.group("value"))
+    except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
+        return None
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
+        return None
+    if not _literal_call(node, {node.func.id: None}):
+        return None
+    return node.func.id, m.group("call"), expected
+
+
+def check_given(given: list[str], modules: list[tuple[str, ModuleType]], out: list[str]) -> int:
+    """Check the task's examples against the first of `modules` that has each one's function;
+    the number that failed (a function none has fails: the task asked for it)."""
+    failed = 0
+    for text in given:
+        example = given_example(text)
+        if example is None:
+            continue
+        name, call, expected = example
+        owner = next(((p, m) for p, m in modules if callable(getattr(m, name, None))), None)
+        if owner is None:
+            files = ", ".join(p for p, _ in modules) or "no file"
+            out.append(
+                f'{RULE}\nFile "the task"\nFailed example:\n    {call}\nExpected:\n'
+                f"    {expected!r}\nGot:\n    NameError: no function {name} in {files}\n"
+            )
+            failed += 1
+            continue
+        path, module = owner
+        where = f'File "{path}", in the task\'s example'
+        failed += not holds(call, expected, vars(module), where, out)
+    return failed
+
+
+def main(argv: list[str]) -> int:
+    given: list[str] = []
+    only_given = False
+    paths: list[str] = []
+    args = iter(argv)
+    for arg in args:
+        if arg == "--given":
+            given.append(next(args, ""))
+        elif arg == "--only-given":
+            only_given = True
+        else:
+            paths.append(arg)
     out: list[str] = []
     failed = 0
+    modules: list[tuple[str, ModuleType]] = []
     for path in paths:
         try:
-            failed += check(path, out)
+            module = load(path)
+            modules.append((path, module))
+            if not only_given:
+                failed += check_module(path, module, out)
         except ImportError:  # a module the interpreter lacks: no verdict on the code
             sys.stdout.write("".join(out))
             print(f"could not import {path}:", file=sys.stderr)
@@ -226,6 +295,7 @@ def main(paths: list[str]) -> int:
             print(f"{path} raised an error while it was imported:")
             traceback.print_exc(file=sys.stdout)
             return 3
+    failed += check_given(given, modules, out)
     sys.stdout.write("".join(out))
     if failed:
         print(f"***Test Failed*** {failed} failures.")

@@ -48,6 +48,7 @@ from fusion_tui.agent.checks import (
     syntax_feedback,
     syntax_problem,
     tail,
+    task_examples,
     test_feedback,
     tests_command,
     tests_failed,
@@ -209,11 +210,13 @@ class _Run:
         self.tested: dict[str, str] = {}
         """The files in the chat as the last checks (`last_test`) saw them."""
         self.found_tests: str | None = None
+        """The command of the test files shown with the task, when the user gave none."""
         self.specified: set[str] = set()
         """Files shown with the task whose docstrings held examples: a rewrite that drops them
         is still run (HumanEval/129: the 1.5B's rewrite without the docstring left no example,
         nothing ran it, and its module-level `print(minPath(...))` raised at import)."""
-        """The command of the test files shown with the task, when the user gave none."""
+        self.given = task_examples(task) if config.find_tests else []
+        """The examples the task states (`f(2) == 4`): checked with the tests, or alone."""
         self.nudged = False
         """Whether a reply that would have ended the task undone was already sent back."""
         self.unchanged = 0
@@ -762,20 +765,58 @@ class _Run:
             return syntax_feedback(problems)
         rounds_left = self.cfg.test_rounds - self.rounds - 1
         if self.cfg.test_cmd:
-            given = await self.run_tests(self.rounds + 1)
-            if given.ok:
-                return None
-            return test_feedback(given.command, given.exit, given.tail, rounds_left)
+            tests = await self.run_tests(self.rounds + 1)
+            if not tests.ok:
+                return test_feedback(tests.command, tests.exit, tests.tail, rounds_left)
+            return await self.check_given(rounds_left)
         own = self.own_check()
         if own is None:
             return None
         ran = await self.run_own(own, self.rounds + 1)
+        if ran is None:
+            return None
+        run, failed = ran
+        if own.tool == "run_examples":
+            if not failed:
+                return None
+            return examples_feedback(run.command, run.exit, run.tail, rounds_left)
+        if failed:
+            return test_feedback(run.command, run.exit, run.tail, rounds_left)
+        return await self.check_given(rounds_left)
+
+    async def check_given(self, rounds_left: int) -> str | None:
+        """The task's examples, checked once the tests pass: the tests may not cover what the
+        task asked for (a new function), its examples do."""
+        paths = self.given_paths()
+        if not (self.given and paths):
+            return None
+        command = examples_command(paths, self.given, only_given=True)
+        check = OwnCheck("run_examples", command, EXAMPLES_TIMEOUT_S, examples_failed)
+        ran = await self.run_own(check, self.rounds + 1)
         if ran is None or not ran[1]:
             return None
         run = ran[0]
-        if own.tool == "run_tests":
-            return test_feedback(run.command, run.exit, run.tail, rounds_left)
         return examples_feedback(run.command, run.exit, run.tail, rounds_left)
+
+    def given_paths(self) -> list[str]:
+        """The Python files the task's examples run against: those it changed (tests aside),
+        then any file in the chat that defines a function an example calls and no changed file
+        does (the fix may be in a helper the function calls)."""
+        paths = [p for p in self.changed if p.endswith(".py") and not is_test_file(p)]
+        if not paths:
+            return []
+        for name in dict.fromkeys(example.split("(", 1)[0] for example in self.given):
+            defines = re.compile(rf"^def {re.escape(name)}\s*\(", re.M)
+            if any(defines.search(self.files.get(p, "")) for p in paths):
+                continue
+            owner = next(
+                (p for p, text in self.files.items()
+                 if p.endswith(".py") and not is_test_file(p) and defines.search(text)),
+                None,
+            )  # fmt: skip
+            if owner is not None and owner not in paths:
+                paths.append(owner)
+        return paths
 
     def own_check(self) -> OwnCheck | None:
         """The check the agent found for itself, when there is no test command: the tests shown
@@ -786,9 +827,11 @@ class _Run:
                             lambda exit, _out: tests_failed(exit))  # fmt: skip
         examples = set(with_examples(self.changed, self.files))
         paths = [p for p in self.changed if p in examples or p in self.specified]
+        if self.given:
+            paths += [p for p in self.given_paths() if p not in paths]
         if not self.cfg.find_tests or not paths:
             return None
-        return OwnCheck("run_examples", examples_command(paths), EXAMPLES_TIMEOUT_S,
+        return OwnCheck("run_examples", examples_command(paths, self.given), EXAMPLES_TIMEOUT_S,
                         examples_failed)  # fmt: skip
 
     async def count_before(self) -> None:
@@ -1023,9 +1066,9 @@ class _Run:
 
     def checked(self, outcome: Outcome) -> str:
         """What vouches for a completed change, for the end line: "tests pass", "docstring
-        examples pass", or "not tested" when no check ran on the files as they were left (a
-        completed change is otherwise read as a tested one); "" for other outcomes, and for a
-        change to prose files only."""
+        examples pass" (either with the task's examples), or "not tested" when no check ran on
+        the files as they were left (a completed change is otherwise read as a tested one); ""
+        for other outcomes, and for a change to prose files only."""
         if outcome != "completed" or not self.changed:
             return ""
         if all(p.endswith(PROSE_SUFFIXES) for p in self.changed):
@@ -1033,7 +1076,10 @@ class _Run:
         run = self.last_test
         if run is None or not run.ok or self.tested != self.files:
             return "not tested"
-        return "tests pass" if self.cfg.test_cmd or self.found_tests else "docstring examples pass"
+        tests = bool(self.cfg.test_cmd or self.found_tests)
+        if "--given" in run.command.split():
+            return "tests and the task's examples pass" if tests else "the task's examples pass"
+        return "tests pass" if tests else "docstring examples pass"
 
     def ending(self, prose: str) -> tuple[Outcome, str, str]:
         """How a task ends on a reply with nothing left to run."""
@@ -1077,6 +1123,10 @@ class _Run:
         code = "timed out" if run is None or run.exit is None else f"exit code {run.exit}"
         run_by_us = self.cfg.test_cmd or self.found_tests
         what = "the tests still fail" if run_by_us else "the docstring examples still fail"
+        if run is not None and "--only-given" in run.command.split():
+            what = "the task's examples still fail"
+        elif run is not None and "--given" in run.command.split():
+            what = "the examples still fail"
         if self.retries.used:
             return f"{what} ({code}) after {self.retries.used + 1} attempts"
         return f"{what} ({code}) after {self.rounds} round(s) of fixes"

@@ -102,8 +102,9 @@ class TaskResult:
     changed: list[str] = field(default_factory=list)
     """Files the task changed, in order."""
     checked: str = ""
-    """What vouches for a completed change: "tests pass", "docstring examples pass" or "not
-    tested" ("" for other outcomes)."""
+    """What vouches for a completed change: "tests pass", "docstring examples pass" (either
+    "tests and the task's examples pass" or "the task's examples pass" when the task gave
+    examples), or "not tested" ("" for other outcomes)."""
 
 
 def with_config(config: AgentConfig, **changes: Any) -> AgentConfig:
