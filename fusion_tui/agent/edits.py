@@ -4,7 +4,8 @@ A small coder model gets the format mostly right and the details often wrong, an
 costs a whole round trip when refused. So, where the intent is unambiguous, the edit is taken as
 meant:
 - a code block without a path line goes to the file in the chat whose functions it redefines
-  (or the only file in the chat);
+  (or the only file in the chat, or the only Python module in it besides test files, when the
+  block defines no test);
 - a path that is a file's base name (`stats.py` for `src/stats.py`) names that file;
 - a Python block that redefines some of a file's functions but leaves others out (the model
   wrote only what it changed) replaces those functions and keeps the rest of the file, with any
@@ -138,6 +139,13 @@ def resolve_path(path: str | None, block: str, files: Mapping[str, str], known: 
         return redefined
     if len(files) == 1:
         return next(iter(files))
+    # a new function beside the tests: the 1.5B, asked to add `sentence_count` with the test
+    # file and its module in the chat, gave the function alone, and the refusal began a detour
+    # of steps that rewrote the test file
+    modules = [p for p in files if p.endswith(".py") and not is_test_file(p)]
+    names = top_names(block)
+    if len(modules) == 1 and names and not any(n.lower().startswith("test") for n in names):
+        return modules[0]
     raise EditRefused(
         "a code block did not say which file it is for; write the file's path on the line "
         "right above the block"

@@ -36,6 +36,19 @@ def test_a_pathless_block_for_no_known_file_is_refused_when_two_are_in_the_chat(
         resolved(FileBlock(None, "z = 3\n"), files)
 
 
+def test_a_pathless_new_function_beside_the_tests_goes_to_the_one_module() -> None:
+    tests = "from stats import mean\n\n\ndef test_mean():\n    assert mean([2]) == 2\n"
+    files = {"test_stats.py": tests, "stats.py": STATS}
+    new = "def median(xs):\n    return sorted(xs)[len(xs) // 2]\n"
+    path, content, how = resolved(FileBlock(None, new), files)
+    assert (path, how) == ("stats.py", "merged")
+    assert content == STATS + "\n\n" + new  # appended; mean and sd kept
+    with pytest.raises(EditRefused, match="which file it is for"):  # a test: whose?
+        resolved(FileBlock(None, "def test_median():\n    assert True\n"), files)
+    with pytest.raises(EditRefused, match="which file it is for"):  # two modules: which?
+        resolved(FileBlock(None, new), {**files, "other.py": "x = 1\n"})
+
+
 def test_the_system_message_example_path_copied_means_the_file_in_the_chat() -> None:
     assert f"\n{EXAMPLE_PATH}\n```" in SYSTEM_PROMPT
     files = {"solution.py": "def f():\n    raise NotImplementedError\n"}
