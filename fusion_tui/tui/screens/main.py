@@ -85,6 +85,10 @@ class MainScreen(Screen[None]):
         ahead) gives way to the user's next move."""
         self.read_ahead_asked = False
         """The backend was told the user started the next message (`next_message_started`)."""
+        self.queued = False
+        """The user sent a message while the model was loading: it waits in the box and goes
+        as soon as the server is ready (Esc keeps it there). Typed during a load of a minute,
+        it would otherwise wait for the user to notice and press Enter again."""
 
     @property
     def chat(self) -> ChatView:
@@ -115,6 +119,34 @@ class MainScreen(Screen[None]):
     @work(exclusive=True, group="server-start", exit_on_error=False)
     async def start_server(self) -> None:
         await self.server.start()
+        await self.send_queued()
+
+    def queue(self, prompt: PromptInput, text: str) -> None:
+        """Keep a message sent while the model loads in the box, to go once it is ready."""
+        prompt.give_back(text)
+        self.queued = True
+        prompt.border_subtitle = "queued: goes once the model is ready · esc keeps it here"
+        self.refresh_bindings()
+        self.app.notify("The model is still loading: your message goes as soon as it is ready.")
+
+    def unqueue(self) -> None:
+        self.queued = False
+        self.query_one(PromptInput).border_subtitle = ""
+        self.refresh_bindings()
+
+    async def send_queued(self) -> None:
+        """The server is up (or failed): send the message queued while it loaded, as the box
+        holds it now. After a failed start it stays in the box, the notice says why."""
+        if not self.queued:
+            return
+        self.unqueue()
+        prompt = self.query_one(PromptInput)
+        text = prompt.text.strip()
+        if self.server.status.state != "ready" or not text or self.reply_running:
+            return
+        prompt.clear()
+        await self.chat.add_message("user", text)
+        self.run_reply(text)
 
     def action_toggle_slot_map(self) -> None:
         self.server.toggle_slot_map()
@@ -203,6 +235,7 @@ class MainScreen(Screen[None]):
         await self.draw_history()
         self.status_line.last_turn = ""
         await self.server.connected(status)
+        await self.send_queued()
 
     @work(group="title", exit_on_error=False)
     async def make_title(self) -> None:
@@ -273,15 +306,14 @@ class MainScreen(Screen[None]):
                 "The server did not start; your message is still in the box. "
                 "F2 picks a model, F5 tries again."
             )
-            event.prompt_input.load_text(event.text)
+            event.prompt_input.give_back(event.text)
             return
         if self.server.status.state != "ready":
-            self.app.notify("The server is not ready yet; your message is still in the box.")
-            event.prompt_input.load_text(event.text)
+            self.queue(event.prompt_input, event.text)
             return
         if self.reply_running:
             self.app.notify("A reply is still streaming; Esc cancels it.")
-            event.prompt_input.load_text(event.text)
+            event.prompt_input.give_back(event.text)
             return
         await self.chat.add_message("user", event.text)
         self.run_reply(event.text)
@@ -383,6 +415,10 @@ class MainScreen(Screen[None]):
                 live.remove()
 
     def action_cancel_reply(self) -> None:
+        if self.queued:
+            self.unqueue()
+            self.app.notify("Your message stays in the box: Enter sends it.")
+            return
         self.workers.cancel_group(self, "reply")
 
     def action_interrupt(self) -> None:
@@ -420,7 +456,7 @@ class MainScreen(Screen[None]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "cancel_reply":
-            return self.reply_running
+            return self.reply_running or self.queued
         return True
 
     def on_worker_state_changed(self) -> None:

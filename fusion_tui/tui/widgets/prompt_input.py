@@ -90,6 +90,12 @@ class PromptInput(TextArea):
             self.post_message(self.Submitted(self, text))
             self.clear()
 
+    def give_back(self, text: str) -> None:
+        """Put a message that could not go back in the box, the cursor at its end, where the
+        user's next keys belong."""
+        self.load_text(text)
+        self.move_cursor(self.document.end)
+
     def newline_keys(self) -> list[str]:
         keymap = getattr(self.app, "keymap", None) or {}
         keys = keymap.get("prompt-newline", "ctrl+j")
