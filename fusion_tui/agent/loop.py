@@ -26,33 +26,17 @@ from typing import Any
 
 import anyio
 
-from fusion_tui.agent.approval import ApprovalRequest, command_prefix
 from fusion_tui.agent.chat_files import (
     ChatFiles,
     choose,
     file_block,
     fix_target,
-    named_in,
     named_unlisted,
     workspace_files,
 )
 from fusion_tui.agent.checks import (
-    EXAMPLES_TIMEOUT_S,
-    OwnCheck,
-    asks_to_change_tests,
     dropped_examples,
-    examples_command,
-    examples_failed,
-    examples_feedback,
     is_test_file,
-    syntax_feedback,
-    syntax_problem,
-    tail,
-    task_examples,
-    test_feedback,
-    tests_command,
-    tests_failed,
-    with_examples,
 )
 from fusion_tui.agent.deadline import CancelToken, run_guarded
 from fusion_tui.agent.delegate import run_delegate
@@ -75,7 +59,6 @@ from fusion_tui.agent.events import (
     StepFailed,
     StepStarted,
     TaskOutcome,
-    TestRan,
     ToolFinished,
     ToolStarted,
     TranscriptCompacted,
@@ -100,10 +83,10 @@ from fusion_tui.agent.reply import FileBlock, Reply, SearchReplace, ToolCall, pa
 from fusion_tui.agent.request import Streamed, stream_request
 from fusion_tui.agent.retry import Attempt, BranchPoint, Retries
 from fusion_tui.agent.task import AgentConfig, AgentDeps, TaskResult, tools_for
+from fusion_tui.agent.task_checks import TaskChecks
 from fusion_tui.agent.tools import ToolContext, ToolResult
 from fusion_tui.agent.tools.files import read_text
 from fusion_tui.agent.tools.registry import RUNNERS
-from fusion_tui.agent.tools.shell import execute
 from fusion_tui.agent.tools.workspace import ToolError
 from fusion_tui.server.errors import ContextExceeded
 
@@ -117,8 +100,6 @@ SUMMARY_OVERHEAD = 256
 """Tokens of the summary request besides the log: its instruction and the template."""
 CHARS_PER_TOKEN = 3.0
 """For the budget of the files shown with a task when the server cannot count them."""
-PROSE_SUFFIXES = (".md", ".txt", ".rst")
-"""Files whose change no check could vouch for: the end line says nothing of tests for them."""
 STOP_GRACE_S = 5.0
 """A task stopped from outside gets this long to put the best attempt's files back."""
 STOP = ["<tool_response>"]
@@ -206,17 +187,6 @@ class _Run:
         """Files this task changed, in order."""
         self.rounds = 0
         """Check rounds used: replies that were sent back because the checks failed."""
-        self.last_test: TestRan | None = None
-        self.tested: dict[str, str] = {}
-        """The files in the chat as the last checks (`last_test`) saw them."""
-        self.found_tests: str | None = None
-        """The command of the test files shown with the task, when the user gave none."""
-        self.specified: set[str] = set()
-        """Files shown with the task whose docstrings held examples: a rewrite that drops them
-        is still run (HumanEval/129: the 1.5B's rewrite without the docstring left no example,
-        nothing ran it, and its module-level `print(minPath(...))` raised at import)."""
-        self.given = task_examples(task) if config.find_tests else []
-        """The examples the task states (`f(2) == 4`): checked with the tests, or alone."""
         self.nudged = False
         """Whether a reply that would have ended the task undone was already sent back."""
         self.unchanged = 0
@@ -228,6 +198,8 @@ class _Run:
         """Messages in the transcript before the task's first reply (where starting over goes)."""
         self.failing = False
         """The checks of the last change failed, and no change passed since."""
+        self.checks = TaskChecks(task, config, self.ctx, self.clock, self.emit, lambda: self.step,
+                                 self.files, self.changed)  # fmt: skip
         self.kept = ""
         """Why the files hold an earlier attempt at the end (said in the outcome's reason)."""
 
@@ -289,8 +261,7 @@ class _Run:
         budget = max(0, int(room * 0.6) - len(self.deps.stable_prefix))
         chat = choose(self.task, files, self.read, budget)
         self.files.update(chat.shown)
-        self.specified = set(with_examples(list(chat.shown), chat.shown))
-        self.found_tests = await self.find_tests(list(chat.shown))
+        await self.checks.prepare(chat.shown, self.known)
         if self.packer.messages:  # a session that goes on: what it holds unchanged stays there
             held = self.packer.holds
             chat = chat.without([p for p, t in chat.shown.items() if held(file_block(p, t))])
@@ -318,7 +289,7 @@ class _Run:
         and the fix in 1; asked for stats.py in full, code in 5 of 5, the fix in 4."""
         if not self.cfg.test_cmd:
             return ""
-        run = await self.run_tests(round_=0)
+        run = await self.checks.run_tests(0)
         self.retries.checked_before(run.tail, run.ok)
         if run.ok:
             return f"\n\nThe tests `{run.command}` pass now."
@@ -621,7 +592,7 @@ class _Run:
             notes.append(f"Not written: {exc}")
             return None
         old = self.old_text(done.path)
-        if self.guards_tests(done.path):
+        if self.checks.guards(done.path):
             if given_back(old, done.content):
                 self.unchanged += 1  # a test file given back as it is: no harm, no refusal
                 return None
@@ -638,7 +609,7 @@ class _Run:
             )
             notes.extend(moved)
             return wrote
-        dropped = dropped_examples(old or "", done.content) if self.examples_judge() else []
+        dropped = dropped_examples(old or "", done.content) if self.checks.examples_judge() else []
         if dropped:
             notes.append(
                 f"Not written: {done.path} would lose its docstring example `{dropped[0]}`; the "
@@ -679,28 +650,6 @@ class _Run:
     def task_words(self) -> set[str]:
         """The words of the task: a method it names may be left out of a class on purpose."""
         return set(re.findall(r"\w+", self.task))
-
-    def tests_passed(self) -> bool:
-        """The task's test command passed after this step's changes: the task is done, whatever
-        else the reply tried (a refused write to a test file needs no answer)."""
-        return self.last_test is not None and self.last_test.ok
-
-    def guards_tests(self, path: str) -> bool:
-        """Whether a write to `path` is refused: with a test command, an existing test file
-        (`test_*.py`, `*_test.py`, or under a `tests/` folder), unless the task names it and
-        asks for tests to change. A small model told its tests fail will otherwise delete the
-        failing assertions."""
-        if not (self.cfg.test_cmd or self.found_tests) or path not in self.known:
-            return False
-        if not is_test_file(path):
-            return False
-        named = path in named_in(self.task, sorted(self.known))
-        return not (named and asks_to_change_tests(self.task))
-
-    def examples_judge(self) -> bool:
-        """Whether the docstring examples are this task's checks: no test command given or
-        found, and `agent.findTests` on."""
-        return self.cfg.find_tests and not (self.cfg.test_cmd or self.found_tests)
 
     def blocked(self, tool: str, args: dict[str, Any], verdict: str) -> None:
         msg = self.guard.corrective(tool, args)
@@ -757,138 +706,18 @@ class _Run:
         names = ", ".join(sorted(tools))
         return f"there is no tool {name!r}; the tools are {names}. Change files with code blocks."
 
-    async def check(self, wrote: list[str]) -> str | None:
-        """The step's files checked: None when they compile and the tests pass (the user's test
-        command, else the tests the task found: `checks.py`), else what to tell the model."""
-        problems = [p for p in (syntax_problem(f, self.files.get(f, "")) for f in wrote) if p]
-        if problems:
-            return syntax_feedback(problems)
-        rounds_left = self.cfg.test_rounds - self.rounds - 1
-        if self.cfg.test_cmd:
-            tests = await self.run_tests(self.rounds + 1)
-            if not tests.ok:
-                return test_feedback(tests.command, tests.exit, tests.tail, rounds_left)
-            return await self.check_given(rounds_left)
-        own = self.own_check()
-        if own is None:
-            return None
-        ran = await self.run_own(own, self.rounds + 1)
-        if ran is None:
-            return None
-        run, failed = ran
-        if own.tool == "run_examples":
-            if not failed:
-                return None
-            return examples_feedback(run.command, run.exit, run.tail, rounds_left)
-        if failed:
-            return test_feedback(run.command, run.exit, run.tail, rounds_left)
-        return await self.check_given(rounds_left)
-
-    async def check_given(self, rounds_left: int) -> str | None:
-        """The task's examples, checked once the tests pass: the tests may not cover what the
-        task asked for (a new function), its examples do."""
-        paths = self.given_paths()
-        if not (self.given and paths):
-            return None
-        command = examples_command(paths, self.given, only_given=True)
-        check = OwnCheck("run_examples", command, EXAMPLES_TIMEOUT_S, examples_failed)
-        ran = await self.run_own(check, self.rounds + 1)
-        if ran is None or not ran[1]:
-            return None
-        run = ran[0]
-        return examples_feedback(run.command, run.exit, run.tail, rounds_left)
-
-    def given_paths(self) -> list[str]:
-        """The Python files the task's examples run against: those it changed (tests aside),
-        then any file in the chat that defines a function an example calls and no changed file
-        does (the fix may be in a helper the function calls)."""
-        paths = [p for p in self.changed if p.endswith(".py") and not is_test_file(p)]
-        if not paths:
-            return []
-        for name in dict.fromkeys(example.split("(", 1)[0] for example in self.given):
-            defines = re.compile(rf"^def {re.escape(name)}\s*\(", re.M)
-            if any(defines.search(self.files.get(p, "")) for p in paths):
-                continue
-            owner = next(
-                (p for p, text in self.files.items()
-                 if p.endswith(".py") and not is_test_file(p) and defines.search(text)),
-                None,
-            )  # fmt: skip
-            if owner is not None and owner not in paths:
-                paths.append(owner)
-        return paths
-
-    def own_check(self) -> OwnCheck | None:
-        """The check the agent found for itself, when there is no test command: the tests shown
-        with the task, else the docstring examples of the files changed (or named by the task);
-        None when there is nothing to run."""
-        if self.found_tests:
-            return OwnCheck("run_tests", self.found_tests, self.cfg.test_timeout_s,
-                            lambda exit, _out: tests_failed(exit))  # fmt: skip
-        examples = set(with_examples(self.changed, self.files))
-        paths = [p for p in self.changed if p in examples or p in self.specified]
-        if self.given:
-            paths += [p for p in self.given_paths() if p not in paths]
-        if not self.cfg.find_tests or not paths:
-            return None
-        return OwnCheck("run_examples", examples_command(paths, self.given), EXAMPLES_TIMEOUT_S,
-                        examples_failed)  # fmt: skip
-
     async def count_before(self) -> None:
         """The files are back as they were before any attempt and the tests found with the task
         never ran on them: run those once, for the count a later attempt must beat (`Retries`).
         Not the docstring examples: those are the model's own, and change with its code."""
         if self.cfg.test_cmd or not self.retries.wants_count_before(self.files):
             return
-        own = self.own_check()
+        own = self.checks.own_check()
         if own is None or own.tool != "run_tests":
             return
-        ran = await self.run_own(own, 0)
+        ran = await self.checks.run_own(own, 0)
         if ran is not None:
             self.retries.checked_before(ran[0].tail, ran[0].ok)
-
-    async def find_tests(self, shown: list[str]) -> str | None:
-        """The command for the test files shown with the task, by the runner the workspace's
-        `python3` has (pytest, else unittest); None without any, or with `agent.findTests` off."""
-        tests = [p for p in shown if is_test_file(p)]
-        if self.cfg.test_cmd or not self.cfg.find_tests or not tests:
-            return None
-        has_pytest = await execute(self.ctx, "python3 -c 'import pytest'", EXAMPLES_TIMEOUT_S)
-        return tests_command(tests, "pytest" if has_pytest.ok else "unittest")
-
-    async def run_own(self, check: OwnCheck, round_: int) -> tuple[TestRan, bool] | None:
-        """A check the agent found for itself, run as the user allows any command: the run, and
-        whether `check.failed` finds in it a verdict against the code; None when it was not
-        allowed. A run that says nothing of the code (a file that cannot be imported, no test
-        found) is shown as it ended but neither handed back nor held against the task."""
-        words = 2 if check.tool == "run_examples" else 3  # python3 RUNNER; python3 -m pytest
-        command = check.command
-        request = ApprovalRequest(
-            "shell", check.tool, command, detail=command, prefix=command_prefix(command, words)
-        )
-        if not await self.ctx.gate.check(request):
-            return None
-        t0 = self.clock.now()
-        done = await execute(self.ctx, command, check.timeout_s)
-        run = TestRan(self.step, command, done.ok, done.exit, tail(done.output), round_,
-                      (self.clock.now() - t0) * 1000)  # fmt: skip
-        self.emit(run)
-        bad = check.failed(done.exit, done.output)
-        if done.ok or bad:  # a verdict on the code, either way
-            self.last_test, self.tested = run, dict(self.files)
-        return run, bad
-
-    async def run_tests(self, round_: int) -> TestRan:
-        """Run the task's test command once (round 0: before any change)."""
-        command = self.cfg.test_cmd or ""
-        t0 = self.clock.now()
-        done = await execute(self.ctx, command, self.cfg.test_timeout_s)
-        run = TestRan(self.step, command, done.ok, done.exit, tail(done.output), round_,
-                      (self.clock.now() - t0) * 1000)  # fmt: skip
-        if round_ > 0:
-            self.last_test, self.tested = run, dict(self.files)
-        self.emit(run)
-        return run
 
     async def run_reply(self, parsed: Reply) -> tuple[list[str], list[str], bool]:
         """The reply's edits, then its calls: (paths changed, what to tell the model, whether
@@ -935,24 +764,20 @@ class _Run:
                 old = self.old_text(done.path)
             except (EditRefused, ToolError):
                 return False
-            if self.guards_tests(done.path):
+            if self.checks.guards(done.path):
                 continue  # refused: the checks are not the code to change
             if old is None:
                 return False  # a new file
-            if self.examples_judge() and dropped_examples(old, done.content):
+            if self.checks.examples_judge() and dropped_examples(old, done.content):
                 continue  # refused: the examples are the checks
             if old != done.content and not same_code(old, done.content, done.path):
                 return False
         return True
 
-    def failed_output(self) -> str:
-        run = self.last_test
-        return run.tail if run is not None and not run.ok else ""
-
     async def retry(self, reason: str) -> None:
         """Close the failing attempt, put its files back, and go back to the prompt that
         produced it; the next request samples it anew (`Retries.sampling`)."""
-        point = self.retries.close(self.files, self.failed_output())
+        point = self.retries.close(self.files, self.checks.failed_output())
         self.rewind(point, reason, await self.put_back(point.before))
         await self.count_before()
 
@@ -1022,7 +847,7 @@ class _Run:
         attempt when none failed fewer than those; whether anything was put back. `kept` says
         what the files hold, and names the files undone attempts created (there is no text to
         put back for them)."""
-        best = self.retries.best(self.files, self.failed_output())
+        best = self.retries.best(self.files, self.checks.failed_output())
         put = False
         if best is not None:
             try:
@@ -1041,8 +866,8 @@ class _Run:
         attempt that failed fewest checks, as at a failing end, but only one whose count is
         known; the files as they are count only when the last checks ran on them (the stop may
         have cut the checks of a fresh write). A few seconds at most, shielded from the stop."""
-        tested = self.last_test is not None and self.tested == self.files
-        best = self.retries.best(self.files, self.failed_output() if tested else "")
+        tested = self.checks.on_files_as_left()
+        best = self.retries.best(self.files, self.checks.failed_output() if tested else "")
         if best is None or best.failures is None:
             return
         shielded = anyio.CancelScope(shield=True)
@@ -1064,28 +889,11 @@ class _Run:
 
     # --- endings -------------------------------------------------------------------------------
 
-    def checked(self, outcome: Outcome) -> str:
-        """What vouches for a completed change, for the end line: "tests pass", "docstring
-        examples pass" (either with the task's examples), or "not tested" when no check ran on
-        the files as they were left (a completed change is otherwise read as a tested one); ""
-        for other outcomes, and for a change to prose files only."""
-        if outcome != "completed" or not self.changed:
-            return ""
-        if all(p.endswith(PROSE_SUFFIXES) for p in self.changed):
-            return ""
-        run = self.last_test
-        if run is None or not run.ok or self.tested != self.files:
-            return "not tested"
-        tests = bool(self.cfg.test_cmd or self.found_tests)
-        if "--given" in run.command.split():
-            return "tests and the task's examples pass" if tests else "the task's examples pass"
-        return "tests pass" if tests else "docstring examples pass"
-
     def ending(self, prose: str) -> tuple[Outcome, str, str]:
         """How a task ends on a reply with nothing left to run."""
         if self.changed:
-            if self.last_test is not None and not self.last_test.ok:
-                return "tests_failed", prose, self.tests_failed_reason()
+            if self.checks.failed():
+                return "tests_failed", prose, self.failed_reason_now()
             return self.completed(prose)
         if wants_change(self.task):
             return "no_change", prose, "no file was changed"
@@ -1114,22 +922,13 @@ class _Run:
         problem = finish_problem(prose)
         return None if problem is None else RETRY_NOTE.format(problem=problem)
 
+    def failed_reason_now(self) -> str:
+        """Why the checks still fail, as the run stands."""
+        return self.checks.failed_reason(self.retries.used + 1, self.rounds)
+
     def failed_reason(self) -> str:
         """Why a task that ran out of time or steps is not done, when its checks still fail."""
-        return self.tests_failed_reason() if self.failing else ""
-
-    def tests_failed_reason(self) -> str:
-        run = self.last_test
-        code = "timed out" if run is None or run.exit is None else f"exit code {run.exit}"
-        run_by_us = self.cfg.test_cmd or self.found_tests
-        what = "the tests still fail" if run_by_us else "the docstring examples still fail"
-        if run is not None and "--only-given" in run.command.split():
-            what = "the task's examples still fail"
-        elif run is not None and "--given" in run.command.split():
-            what = "the examples still fail"
-        if self.retries.used:
-            return f"{what} ({code}) after {self.retries.used + 1} attempts"
-        return f"{what} ({code}) after {self.rounds} round(s) of fixes"
+        return self.failed_reason_now() if self.failing else ""
 
     async def finalize(self, reason: Outcome, partial: str = "",
                        pending: tuple[str, str] | None = None) -> tuple[Outcome, str]:  # fmt: skip
@@ -1142,7 +941,7 @@ class _Run:
             else "The step limit was reached"
         )
         if self.failing:  # said, or the summary claims the tests pass (the 1.5B did)
-            why += f"; {self.tests_failed_reason()}"
+            why += f"; {self.failed_reason_now()}"
         note = f"{why}. In a few sentences, say what was done and what remains; no code."
         if pending is not None:
             self.packer.add_user(f"{pending[0]}\n\n{note}", kind=pending[1])
@@ -1218,7 +1017,7 @@ class _Run:
                     await self.retry("the fix changed nothing of the code that failed its checks")
                     continue
                 if self.retries.used:  # the last attempt copies its failed code: it is over
-                    reason = f"{self.tests_failed_reason()}; the last fix changed nothing"
+                    reason = f"{self.failed_reason_now()}; the last fix changed nothing"
                     return "tests_failed", parsed.prose, reason
             if not parsed.items and not parsed.problems:
                 if self.resample("the fresh attempt gave words but no code"):
@@ -1263,11 +1062,12 @@ class _Run:
                 continue
             failed = 0
             if wrote:
-                feedback = await self.check(wrote)
+                rounds_left = self.cfg.test_rounds - self.rounds - 1
+                feedback = await self.checks.check(wrote, self.rounds + 1, rounds_left)
                 self.failing = feedback is not None
                 if feedback is None:
                     self.retries.passed()
-                    if not open_ends or self.tests_passed():
+                    if not open_ends or self.checks.passed():
                         return self.completed(parsed.prose)
                 else:
                     if self.rounds >= self.cfg.test_rounds:
@@ -1275,8 +1075,8 @@ class _Run:
                             await self.retry(f"the checks still fail after {self.rounds} "
                                              "round(s) of fixes")  # fmt: skip
                             continue
-                        if self.last_test is not None and not self.last_test.ok:
-                            return "tests_failed", parsed.prose, self.tests_failed_reason()
+                        if self.checks.failed():
+                            return "tests_failed", parsed.prose, self.failed_reason_now()
                         return "tests_failed", parsed.prose, "the files still do not compile"
                     self.rounds += 1
                     notes.append(feedback)
@@ -1339,5 +1139,5 @@ async def run_task(
     deps.on_event(TaskOutcome(outcome, summary, run.step, session_id, error))
     return TaskResult(
         outcome, summary, run.step, session_id, run.packer, run.requests, error, run.slot,
-        run.archived, list(run.changed), run.checked(outcome),
+        run.archived, list(run.changed), run.checks.vouch(outcome),
     )  # fmt: skip
