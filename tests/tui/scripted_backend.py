@@ -44,6 +44,7 @@ class ScriptedBackend:
         self.read_aheads = 0
         """How often the screen said the user started the next message."""
         self.hold_after = hold_after
+        self._held: asyncio.Event | None = None
         """Stop after this many fragments and wait forever (to test cancel mid-stream)."""
         self.start_error = start_error
         self.closed = False
@@ -71,7 +72,7 @@ class ScriptedBackend:
                 await asyncio.Event().wait()  # hold on the prompt-reading stage
             for i, fragment in enumerate(fragments):
                 if self.hold_after is not None and i >= self.hold_after:
-                    await asyncio.Event().wait()
+                    await self.held().wait()
                 answer += fragment
                 yield TextDelta(fragment)
             timings = Timings(
@@ -86,6 +87,16 @@ class ScriptedBackend:
                 self._history.append(Said("assistant", answer))
             if answer != "".join(fragments):
                 self.cancelled = True
+
+    def held(self) -> asyncio.Event:
+        """What a reply held by `hold_after` waits for (`release`)."""
+        if self._held is None:
+            self._held = asyncio.Event()
+        return self._held
+
+    def release(self) -> None:
+        """Let a reply held by `hold_after` go on."""
+        self.held().set()
 
     def history(self) -> list[Said]:
         return list(self._history)

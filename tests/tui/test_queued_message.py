@@ -74,3 +74,41 @@ async def test_a_failed_start_leaves_the_queued_message_in_the_box() -> None:
         assert backend.sent == []
         prompt = app.screen.query_one(PromptInput)
         assert prompt.text == "fix it" and not prompt.border_subtitle
+
+
+async def test_a_message_sent_during_a_reply_goes_when_it_ends() -> None:
+    backend = ScriptedBackend([["one ", "two"], ["three"]], hold_after=1)
+    app = build_app(Settings(), backend)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("a", "enter")
+        await pilot.pause(0.1)
+        await pilot.press("b", "enter")
+        await pilot.pause()
+        prompt = app.screen.query_one(PromptInput)
+        assert backend.sent == ["a"] and prompt.text == "b"
+        assert "when this reply ends" in str(prompt.border_subtitle)
+        backend.release()
+        await app.screen.workers.wait_for_complete()
+        await pilot.pause()
+        await app.screen.workers.wait_for_complete()
+        await pilot.pause()
+        assert backend.sent == ["a", "b"]
+        assert prompt.text == ""
+
+
+async def test_escape_takes_back_the_queued_message_before_the_reply() -> None:
+    backend = ScriptedBackend([["one ", "two"]], hold_after=1)
+    app = build_app(Settings(), backend)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("a", "enter")
+        await pilot.pause(0.1)
+        await pilot.press("b", "enter", "escape")
+        await pilot.pause()
+        assert app.screen.reply_running  # the first Esc took the queued message back
+        await pilot.press("escape")
+        await app.screen.workers.wait_for_complete()
+        await pilot.pause()
+        assert backend.sent == ["a"] and backend.cancelled
+        assert app.screen.query_one(PromptInput).text == "b"

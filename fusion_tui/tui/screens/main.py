@@ -86,9 +86,10 @@ class MainScreen(Screen[None]):
         self.read_ahead_asked = False
         """The backend was told the user started the next message (`next_message_started`)."""
         self.queued = False
-        """The user sent a message while the model was loading: it waits in the box and goes
-        as soon as the server is ready (Esc keeps it there). Typed during a load of a minute,
-        it would otherwise wait for the user to notice and press Enter again."""
+        """The user sent a message while the model was loading or a reply ran: it waits in
+        the box and goes as soon as the server is ready and the reply over (Esc keeps it
+        there). Typed during a load of a minute or an agent's task, it would otherwise wait
+        for the user to notice and press Enter again."""
 
     @property
     def chat(self) -> ChatView:
@@ -121,13 +122,13 @@ class MainScreen(Screen[None]):
         await self.server.start()
         await self.send_queued()
 
-    def queue(self, prompt: PromptInput, text: str) -> None:
-        """Keep a message sent while the model loads in the box, to go once it is ready."""
+    def queue(self, prompt: PromptInput, text: str, *, after: str) -> None:
+        """Keep a message sent while the model loads or a reply runs in the box, to go once
+        that is over (`after`: what it waits for, as the box says it)."""
         prompt.give_back(text)
         self.queued = True
-        prompt.border_subtitle = "queued: goes once the model is ready · esc keeps it here"
+        prompt.border_subtitle = f"queued: goes {after} · esc keeps it here"
         self.refresh_bindings()
-        self.app.notify("The model is still loading: your message goes as soon as it is ready.")
 
     def unqueue(self) -> None:
         self.queued = False
@@ -135,14 +136,15 @@ class MainScreen(Screen[None]):
         self.refresh_bindings()
 
     async def send_queued(self) -> None:
-        """The server is up (or failed): send the message queued while it loaded, as the box
-        holds it now. After a failed start it stays in the box, the notice says why."""
-        if not self.queued:
+        """The server is up (or failed), or the reply before it ended: send the message
+        queued meanwhile, as the box holds it now. After a failed start it stays in the box,
+        the notice says why."""
+        if not self.queued or self.reply_running:
             return
         self.unqueue()
         prompt = self.query_one(PromptInput)
         text = prompt.text.strip()
-        if self.server.status.state != "ready" or not text or self.reply_running:
+        if self.server.status.state != "ready" or not text:
             return
         prompt.clear()
         await self.chat.add_message("user", text)
@@ -309,11 +311,10 @@ class MainScreen(Screen[None]):
             event.prompt_input.give_back(event.text)
             return
         if self.server.status.state != "ready":
-            self.queue(event.prompt_input, event.text)
+            self.queue(event.prompt_input, event.text, after="once the model is ready")
             return
         if self.reply_running:
-            self.app.notify("A reply is still streaming; Esc cancels it.")
-            event.prompt_input.give_back(event.text)
+            self.queue(event.prompt_input, event.text, after="when this reply ends")
             return
         await self.chat.add_message("user", event.text)
         self.run_reply(event.text)
@@ -459,8 +460,10 @@ class MainScreen(Screen[None]):
             return self.reply_running or self.queued
         return True
 
-    def on_worker_state_changed(self) -> None:
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         self.refresh_bindings()
+        if self.queued and event.worker.group == "reply" and event.worker.is_finished:
+            self.call_later(self.send_queued)  # a message queued behind this reply
 
 
 def cut_short_note(reason: str, text: str) -> str:
