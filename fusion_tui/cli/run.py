@@ -13,10 +13,10 @@ when a failing attempt is undone and asked again, `{"event": "compacted", "befor
 "summary_chars"}` when the transcript was replaced by a summary (tokens before it),
 `{"event": "prompt_progress", "processed", "total", "cache"}` while a prompt is read, and last
 `{"event": "outcome", "outcome", "session"}` (with `"checked"`: "tests pass", "docstring examples
-pass", either with the task's examples, or "not tested", for a completed change). Without it, progress goes to stderr and the
-summary to stdout. When the session's transcript leaves no room for a next task, it is
-compacted after the task, before the outcome is said (a `compacted` event), so the next
-`run --session` starts without waiting for a summary.
+pass", either with the task's examples, or "not tested", for a completed change). Without it,
+progress goes to stderr and the summary to stdout. When the session's transcript leaves no room
+for a next task, it is compacted after the task, before the outcome is said (a `compacted`
+event), so the next `run --session` starts without waiting for a summary.
 Exit codes: 0 completed, 1 any other outcome (`stuck`, `no_answer`, ...; or the server failed),
 2 bad input.
 """
