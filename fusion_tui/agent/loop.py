@@ -736,15 +736,27 @@ class _Run:
                                            str(a.get("replace", ""))))  # fmt: skip
             else:
                 calls.append(call)
-        for edit in edits:
-            path = await self.apply_edit(edit, notes)
-            if path is not None and path not in wrote:
-                wrote.append(path)
-        if self.unchanged and not wrote:
-            notes.append("Nothing was changed: find what is wrong and give the file with the fix.")
-        written = len(notes)
-        for call in calls:
-            await self.call_tool(call, notes)
+        try:
+            for edit in edits:
+                path = await self.apply_edit(edit, notes)
+                if path is not None and path not in wrote:
+                    wrote.append(path)
+            if self.unchanged and not wrote:
+                notes.append(
+                    "Nothing was changed: find what is wrong and give the file with the fix."
+                )
+            written = len(notes)
+            for call in calls:
+                await self.call_tool(call, notes)
+        except _Blocked as blocked:
+            # a repeat after a write of this reply: what was written is still checked (the
+            # 1.5B gave one function three times; the third was refused as a repeat, the
+            # write before it went unchecked, and the task ended `completed` with 14 tests
+            # failing)
+            if not wrote:
+                raise
+            notes.append(str(blocked))
+            return wrote, notes, True
         notes += parsed.problems
         refused = len(edits) - self.unchanged > len(wrote)  # a file given back as it is: no harm
         return wrote, notes, refused or len(notes) > written

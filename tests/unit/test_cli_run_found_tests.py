@@ -24,7 +24,7 @@ from fusion_tui.agent.events import TestRan as Ran
 from fusion_tui.agent.loop import run_task
 from fusion_tui.paths import AppPaths
 from tests.fakes.clock import FakeClock
-from tests.fakes.fake_server import FakeLlamaServer
+from tests.fakes.fake_server import FakeLlamaServer, Reply
 from tests.unit.cli_support import call_cli, edit, json_lines, workspace
 from tests.unit.test_agent_fakes import Recorder, Script, make_deps
 from tests.unit.test_agent_fakes import edit as fake_edit
@@ -307,3 +307,23 @@ def test_a_rewrite_without_the_examples_still_runs_and_an_import_error_goes_back
     assert [(t["ok"], t["exit"]) for t in runs] == [(False, 3), (True, 0)]
     told = str(cli_server.completions()[1].body["prompt"]).rsplit("<|im_start|>user", 1)[-1]
     assert "raised an error as it was imported" in told
+
+
+def test_a_write_before_a_refused_repeat_in_the_same_reply_is_still_checked(
+    cli_server: FakeLlamaServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The 1.5B gave one function three times in one reply (Exercism atbash-cipher, try 2): the
+    first was written, the third refused as a repeat, and the write went unchecked: the task
+    ended `completed` with 14 tests failing."""
+    ws = workspace(tmp_path, {"calc.py": "def sub(a, b):\n    pass\n", "test_calc.py": CALC_TEST})
+    block = f"```python\n{SUB_WRONG.rstrip()}\n```"
+    thrice = f"Here:\n\n{block}\n\ncalc.py\n{block}\n\nAgain:\n\n{block}"
+    cli_server.script(*[Reply(text=[said]) for said in (thrice, "Done.", "Done, really.")])
+    code, out, err = call_cli(
+        capsys, "run", "implement sub in calc.py", "--workspace", str(ws), "--yes", "--json",
+        "--retries", "0",
+    )  # fmt: skip
+    assert code == 1
+    runs = runs_of(out)
+    assert runs and runs[0]["ok"] is False and runs[0]["round"] == 1, err
+    assert json_lines(out)[-1]["outcome"] != "completed"
