@@ -13,7 +13,8 @@ completions), and runs whose code is right.
 No baseline runs in the same process: this is a behaviour check on a real model, not a speed
 target. Compare two commits by running it on each (a worktree each, `PYTHONPATH` on it).
 
-Run: .venv/bin/python bench/agent_stated_examples.py [--model coder-1.5b] [--runs 3] [--keep]
+Run: .venv/bin/python bench/agent_stated_examples.py [--model coder-1.5b] [--runs 3]
+     [--tasks sentence_count,capitalize_words] [--keep]
 """
 
 from __future__ import annotations
@@ -96,7 +97,9 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3, help="runs of each task")
     ap.add_argument("--timeout-s", type=float, default=900.0, help="per run")
     ap.add_argument("--keep", action="store_true", help="keep the workspaces and app home")
+    ap.add_argument("--tasks", default="", help="these tasks only (names, comma-separated)")
     a = ap.parse_args()
+    tasks = [t for t in TASKS if not a.tasks or t[0] in a.tasks.split(",")]
     keep = tempfile.mkdtemp(prefix="agent-examples-") if a.keep else None
     with (
         contextlib.nullcontext(keep)
@@ -112,11 +115,11 @@ def main() -> int:
             "FUSION_TUI_LOCALMODELS__MANAGED__KEEPRUNNING": "true",
             "PYTHONPATH": str(ROOT),
         }
-        print(f"model {a.model}, {len(TASKS)} tasks × {a.runs} runs, code at {ROOT}")
-        rows: dict[str, list[tuple[str, bool, float]]] = {name: [] for name, _, _ in TASKS}
+        print(f"model {a.model}, {len(tasks)} tasks × {a.runs} runs, code at {ROOT}")
+        rows: dict[str, list[tuple[str, bool, float]]] = {name: [] for name, _, _ in tasks}
         try:
             for run in range(1, a.runs + 1):
-                for name, task, checks in TASKS:
+                for name, task, checks in tasks:
                     ws = Path(tmp) / f"{name}-{run}"
                     ws.mkdir()
                     (ws / "textstats.py").write_text(MODULE)

@@ -214,12 +214,32 @@ def holds(call: str, expected: Any, namespace: dict[str, Any], where: str, out: 
     else:
         if same(got, expected):
             return True
-        shown = repr(got)
+        shown = repr(got) + first_difference(expected, got)
     out.append(
         f"{RULE}\n{where}\nFailed example:\n"
         f"    {call}\nExpected:\n    {expected!r}\nGot:\n    {shown}\n"
     )
     return False
+
+
+def first_difference(expected: Any, got: Any) -> str:
+    """For two strings that differ, where they first do, as a line to show under "Got:"; ""
+    otherwise. Two spaces against one is easy to read past: the 1.5B, shown `'Hello  World'`
+    expected and `'Hello World'` got, wrote the same code again."""
+    if not (isinstance(expected, str) and isinstance(got, str)):
+        return ""
+    at = next((i for i, (a, b) in enumerate(zip(expected, got, strict=False)) if a != b), None)
+    if at is None:
+        at = min(len(expected), len(got))
+        longer, what = (expected, "expected") if len(expected) > len(got) else (got, "got")
+        return (
+            f"\n    (the same up to character {at}; then {what} goes on with "
+            f"{longer[at : at + 10]!r})"
+        )
+    return (
+        f"\n    (they first differ at character {at}: expected {expected[at : at + 10]!r}, "
+        f"got {got[at : at + 10]!r})"
+    )
 
 
 def given_example(text: str) -> tuple[str, str, Any] | None:

@@ -170,3 +170,11 @@ def test_examples_that_still_fail_say_so_at_the_end(
     assert code == 1
     assert json_lines(out)[-1]["outcome"] == "tests_failed"
     assert "the task's examples still fail (exit code 1)" in err
+
+
+def test_a_string_that_differs_says_where(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text("def cw(t):\n    return ' '.join(t.split())\n")
+    done = runner(tmp_path, "--given", 'cw("a  b") == "a  b"', "--given", 'cw("a ") == "a "',
+                  "--only-given", "m.py")  # fmt: skip
+    assert "(they first differ at character 2: expected ' b', got 'b')" in done.stdout
+    assert "(the same up to character 1; then expected goes on with ' ')" in done.stdout
