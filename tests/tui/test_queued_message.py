@@ -112,3 +112,19 @@ async def test_escape_takes_back_the_queued_message_before_the_reply() -> None:
         await pilot.pause()
         assert backend.sent == ["a"] and backend.cancelled
         assert app.screen.query_one(PromptInput).text == "b"
+
+
+async def test_ctrl_c_cancels_the_reply_and_keeps_the_queued_message_unsent() -> None:
+    backend = ScriptedBackend([["one ", "two"]], hold_after=1)
+    app = build_app(Settings(), backend)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("a", "enter")
+        await pilot.pause(0.1)
+        await pilot.press("b", "enter", "ctrl+c")
+        await app.screen.workers.wait_for_complete()
+        await pilot.pause()
+        await app.screen.workers.wait_for_complete()
+        assert backend.sent == ["a"] and backend.cancelled
+        prompt = app.screen.query_one(PromptInput)
+        assert prompt.text == "b" and not prompt.border_subtitle

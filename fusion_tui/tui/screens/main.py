@@ -423,10 +423,13 @@ class MainScreen(Screen[None]):
         self.workers.cancel_group(self, "reply")
 
     def action_interrupt(self) -> None:
-        """Ctrl+C: cancel a running reply first (the partial answer kept, as Esc); when idle,
-        quit on a second press within a few seconds (one stray press loses nothing)."""
+        """Ctrl+C: cancel a running reply first (the partial answer kept, as Esc; a message
+        queued behind it stays in the box, not sent); when idle, quit on a second press within
+        a few seconds (one stray press loses nothing)."""
         if self.reply_running:
-            self.action_cancel_reply()
+            if self.queued:
+                self.unqueue()
+            self.workers.cancel_group(self, "reply")
             return
         if self._quit_armed:
             self.app.exit()
