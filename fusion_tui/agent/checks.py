@@ -183,8 +183,16 @@ def task_examples(task: str) -> list[str]:
 
 
 def _as_example(text: str) -> str | None:
-    """`text` as `call == value` when it states a call's value, else None."""
-    text = text.removeprefix("assert ").strip()
+    """`text` as `call == value` when it states a call's value, else None. An assert's
+    message (`assert f(2) == 4, "twice"`) is no part of the value."""
+    if text.startswith("assert "):
+        try:
+            node = ast.parse(text).body[0]
+        except (SyntaxError, ValueError, MemoryError, RecursionError):
+            return None
+        if not isinstance(node, ast.Assert):
+            return None
+        text = ast.get_source_segment(text, node.test) or ""
     m = STATED.match(text)
     if m is None:
         return None

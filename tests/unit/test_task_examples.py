@@ -49,6 +49,7 @@ def test_the_examples_a_task_states_are_read_as_calls_and_values() -> None:
         "word_count('') == 0",
         "longest('to be') == 'to'",
     ]
+    assert task_examples('assert f(2) == 4, "twice two"\nassert g(1) != 2') == ["f(2) == 4"]
     many = "\n".join(f"f({n}) == {n}" for n in range(MAX_TASK_EXAMPLES + 5))
     assert len(task_examples(many)) == MAX_TASK_EXAMPLES
     assert task_examples("make word_count(text) count tabs too") == []
