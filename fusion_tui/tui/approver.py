@@ -4,7 +4,8 @@ session moves off a gone endpoint (`FailoverModal`), asked of the user.
 The agent's task runs in a worker; `decide` pushes the modal and waits for the user's answer on
 a future, so the step loop simply awaits it. A task cancelled while the modal is up (Esc on the
 turn) takes the modal down with it; anything but a `Decision` counts as deny. Whatever the user
-typed while either modal was up goes back into the prompt box when it closes.
+typed while either modal was up goes back into the prompt box when it closes (and is sent,
+queued behind the turn, when the user ended it with Enter there).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ class TuiApprover:
         answer: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
 
         def done(decision: Decision | None) -> None:
-            give_back_typing(self.app, modal.typed)
+            give_back_typing(self.app, modal.typed, send=modal.send_typed)
             if not answer.done():
                 answer.set_result(decision if isinstance(decision, Decision) else Decision.DENY)
 
@@ -50,7 +51,7 @@ class TuiApprover:
         answer: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
 
         def done(move: bool | None) -> None:
-            give_back_typing(self.app, modal.typed)
+            give_back_typing(self.app, modal.typed, send=modal.send_typed)
             if not answer.done():
                 answer.set_result(move is True)
 
@@ -64,11 +65,14 @@ class TuiApprover:
             raise
 
 
-def give_back_typing(app: App[Any], text: str) -> None:
-    """Text typed into a modal goes into the prompt box below it, at its cursor."""
+def give_back_typing(app: App[Any], text: str, *, send: bool = False) -> None:
+    """Text typed into a modal goes into the prompt box below it, at its cursor; ended with
+    Enter there (`send`), the box's message is sent once the turn allows."""
     if not text:
         return
     for screen in reversed(app.screen_stack):
         for prompt in screen.query(PromptInput):
             prompt.insert(text)
+            if send:
+                prompt.post_message(PromptInput.SendWhenFree(prompt))
             return

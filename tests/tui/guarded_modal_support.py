@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 from textual.app import App
 from textual.pilot import Pilot
 from textual.screen import ModalScreen
+from textual.widgets import Static
 
 from fusion_tui.chat.events import ReplyDone, ReplyEvent, TextDelta
 from fusion_tui.config import Settings
@@ -128,9 +129,63 @@ async def check_typing_lands_back(
     typed: str,
     answer: str,
 ) -> None:
-    """Send `message`; while the modal is up the user types `typed` and Enter (a burst): the modal
-    stays, ctrl+y answers after the grace period, the prompt box holds `typed` and the chat's last
-    message is `answer`."""
+    """Send `message`; while the modal is up the user types `typed` (a burst, no Enter): the
+    modal stays, ctrl+y answers after the grace period, the prompt box holds `typed` and the
+    chat's last message is `answer`."""
+    async with _modal_from_a_turn(backend, modal_type, size, message) as (pilot, app, clock):
+        burst(app, typed)  # the user kept typing the next message
+        await pilot.pause()
+        assert isinstance(app.screen, modal_type)
+        clock.advance(1.0)
+        await pilot.press("ctrl+y")
+        main = next(s for s in app.screen_stack if isinstance(s, MainScreen))
+        await main.workers.wait_for_complete()
+        await pilot.pause()
+        assert app.screen is main
+        assert main.query_one(PromptInput).text == typed
+        assert [m.text for m in main.query(ChatMessage)][-1] == answer
+        assert backend.sent == [message]
+
+
+async def check_typed_and_entered_goes_next(
+    backend: AskingBackend,
+    modal_type: type[ModalScreen[Any]],
+    size: tuple[int, int],
+    message: str,
+    typed: str,
+) -> None:
+    """Send `message`; while the modal is up the user types `typed` and Enter (a burst, then
+    Enter again long after): no Enter answers the modal; ctrl+y does, and `typed` goes as the
+    next message once the turn ends (its own turn asks again: ctrl+y)."""
+    async with _modal_from_a_turn(backend, modal_type, size, message) as (pilot, app, clock):
+        burst(app, typed + "\r")  # the user kept typing the next message, Enter and all
+        await pilot.pause()
+        clock.advance(5.0)
+        await pilot.press("enter")  # long after: still the end of the message, no answer
+        await pilot.pause()
+        assert isinstance(app.screen, modal_type)
+        note = app.screen.query_one(f"#{app.screen.TYPED_ID}", Static)
+        assert "sent as your next message" in str(note.render())
+        clock.advance(1.0)
+        await pilot.press("ctrl+y")
+        for _ in range(100):  # the typed message's turn asks too
+            if isinstance(app.screen, modal_type) and backend.sent[-1:] == [typed]:
+                break
+            await pilot.pause(0.01)
+        assert backend.sent == [message, typed]
+        clock.advance(5.0)
+        await pilot.press("ctrl+y")
+        main = next(s for s in app.screen_stack if isinstance(s, MainScreen))
+        await main.workers.wait_for_complete()
+        await pilot.pause()
+        assert main.query_one(PromptInput).text == ""
+
+
+@asynccontextmanager
+async def _modal_from_a_turn(
+    backend: AskingBackend, modal_type: type[ModalScreen[Any]], size: tuple[int, int], message: str
+) -> AsyncIterator[tuple[Pilot[Any], App[Any], FakeClock]]:
+    """The app on a fake clock, `message` sent, and the modal its turn asks up."""
     clock = FakeClock()
     app = build_app(Settings(ui=UISettings(cursor_blink=False)), backend)
     app.approver.clock = clock
@@ -143,15 +198,4 @@ async def check_typing_lands_back(
                 break
             await pilot.pause(0.01)
         assert isinstance(app.screen, modal_type)
-        burst(app, typed + "\r")  # the user kept typing the next message, Enter and all
-        await pilot.pause()
-        assert isinstance(app.screen, modal_type)
-        clock.advance(1.0)
-        await pilot.press("ctrl+y")
-        main = next(s for s in app.screen_stack if isinstance(s, MainScreen))
-        await main.workers.wait_for_complete()
-        await pilot.pause()
-        assert app.screen is main
-        assert main.query_one(PromptInput).text == typed
-        assert [m.text for m in main.query(ChatMessage)][-1] == answer
-        assert backend.sent == [message]
+        yield pilot, app, clock

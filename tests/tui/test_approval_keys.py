@@ -81,6 +81,17 @@ async def test_typing_that_hit_the_modal_lands_back_in_the_prompt_box() -> None:
     )  # fmt: skip
 
 
+async def test_a_message_typed_into_the_modal_and_entered_goes_next() -> None:
+    """Seen in a trial: typed as the test run's approval popped up and ended with Enter 0.5 s
+    later, the message pressed Deny, and the task ended "not tested"."""
+    backend = guarded.AskingBackend(
+        lambda approver: approver.decide(SHELL), lambda d: f"decided: {d.value}"
+    )
+    await guarded.check_typed_and_entered_goes_next(
+        backend, ApprovalModal, (80, 24), "run it", "and then the docs"
+    )
+
+
 async def test_tab_moves_among_the_buttons_only() -> None:
     """From Deny (focused first) Tab wraps to Allow once, so Tab then Enter presses a button."""
     app = Host()

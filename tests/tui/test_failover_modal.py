@@ -84,7 +84,7 @@ async def test_letters_never_answer_it_and_are_kept() -> None:
         note = modal.query_one("#failover-typed", Static)
         assert note.display and "“mwy more”" in str(note.render())
         clock.advance(1.0)
-        await pilot.press("enter")  # Wait has the focus when the dialog opens
+        await pilot.press("escape")  # (an Enter after typing ends the typed message instead)
         assert await asyncio.wait_for(task, 5) is False
 
 
@@ -114,6 +114,13 @@ async def test_typing_that_hit_the_dialog_lands_back_in_the_prompt_box() -> None
     backend = guarded.AskingBackend(lambda a: a.ask_failover(MOVE), lambda m: f"moved: {m}")
     await guarded.check_typing_lands_back(
         backend, FailoverModal, (100, 30), "go on", "make it mw", "moved: True"
+    )
+
+
+async def test_a_message_typed_into_the_dialog_and_entered_goes_next() -> None:
+    backend = guarded.AskingBackend(lambda a: a.ask_failover(MOVE), lambda m: f"moved: {m}")
+    await guarded.check_typed_and_entered_goes_next(
+        backend, FailoverModal, (100, 30), "go on", "and then the docs"
     )
 
 

@@ -5,7 +5,11 @@ message. So no typed character answers them: letters (and space) are text, kept 
 handed back to the prompt box when the modal closes (shown meanwhile in the modal's typed note).
 Decisions take deliberate keys (the subclass's Ctrl+ binding, Enter on the focused button, Esc)
 or a click, and none counts within `APPROVAL_GRACE_S` of the modal appearing or of a key it
-took as typing, so an Enter or Esc still on its way from the prompt box decides nothing.
+took as typing, so an Enter or Esc still on its way from the prompt box decides nothing. An
+Enter that ends what was typed here (no Tab or arrow since) is the end of a message, not an
+answer: the text is sent as the user's next message once the turn allows (`send_typed`). Seen
+in a trial: a message typed as the test run's approval popped up, ended with Enter 0.5 s later,
+pressed Deny, and the task ended "not tested".
 """
 
 from __future__ import annotations
@@ -45,7 +49,11 @@ class GuardedModal(ModalScreen[R]):
         self.shown_at = self.key_clock.now()
         self.typed = ""
         """Text typed while the modal was up: it goes back to the prompt box."""
+        self.send_typed = False
+        """The user ended `typed` with Enter: it is sent as their next message."""
         self._typed_at: float | None = None
+        self._moved = False
+        """A Tab or arrow came after the last key typed: an Enter now presses a button."""
 
     def on_mount(self) -> None:
         """(Textual calls every class's `on_mount` along the MRO: a subclass's need not call
@@ -65,10 +73,14 @@ class GuardedModal(ModalScreen[R]):
         """Before the bindings (which run once the key has bubbled past this screen): text
         is kept for the prompt, and a decision key within the grace period is dropped."""
         if event.key in PASSING_KEYS:
+            self._moved = True
             return
         at = self.key_clock.of(event)
         if event.is_printable and event.character:
             self._take_typing(event, at, self.typed + event.character)
+        elif event.key == "enter" and self.typed.strip() and not self._moved:
+            self.send_typed = True
+            self._take_typing(event, at, self.typed)
         elif event.key == "backspace" and self.typed:
             self._take_typing(event, at, self.typed[:-1])
         elif not self.settled(at):
@@ -78,8 +90,9 @@ class GuardedModal(ModalScreen[R]):
         event.stop()
         event.prevent_default()
         self._typed_at = at
-        if typed != self.typed:
-            self.typed = typed
-            note = self.query_one(f"#{self.TYPED_ID}", Static)
-            note.update(f"typed here, back to your message after this: “{typed}”")
-            note.set_class(bool(typed), "-shown")
+        self._moved = False
+        self.typed = typed
+        how = "sent as your next message" if self.send_typed else "back to your message"
+        note = self.query_one(f"#{self.TYPED_ID}", Static)
+        note.update(f"typed here, {how} after this: “{typed}”")
+        note.set_class(bool(typed), "-shown")

@@ -319,6 +319,16 @@ class MainScreen(Screen[None]):
         await self.chat.add_message("user", event.text)
         self.run_reply(event.text)
 
+    @on(PromptInput.SendWhenFree)
+    async def send_when_free(self, event: PromptInput.SendWhenFree) -> None:
+        """A message typed into a modal and ended with Enter there: sent as if Enter had been
+        pressed in the box (queued behind the running turn)."""
+        text = event.prompt_input.text.strip()
+        if not text:
+            return
+        event.prompt_input.clear()
+        await self.send(PromptInput.Submitted(event.prompt_input, text))
+
     @property
     def first_turn(self) -> bool:
         return sum(1 for said in self.backend.history() if said.role == "user") == 1

@@ -51,6 +51,17 @@ class PromptInput(TextArea):
         def control(self) -> PromptInput:
             return self.prompt_input
 
+    @dataclass
+    class SendWhenFree(Message):
+        """Send what the box holds as soon as the turn allows: the user typed it into a modal
+        and ended it with Enter there."""
+
+        prompt_input: PromptInput
+
+        @property
+        def control(self) -> PromptInput:
+            return self.prompt_input
+
     def __init__(self, *, id: str | None = None, clock: Clock | None = None) -> None:
         super().__init__(id=id, soft_wrap=True, show_line_numbers=False, tab_behavior="focus")
         self.border_title = "message · enter to send · ctrl+j new line"
