@@ -64,6 +64,12 @@ REPEAT_WINDOW = 600
 repetitive (verses, tables) differs within far fewer, and the 1.5B's loops are longer."""
 
 
+SHAPE_PERIOD = 200
+"""A loop that differs only in its digits must go round at least this many characters a time:
+a long list of numbers (`[2, 3, 5, 7, 11, ...]`) has the same shape every few characters."""
+_DIGITS = str.maketrans("123456789", "000000000")
+
+
 def repetition_start(text: str, window: int = REPEAT_WINDOW) -> int | None:
     """Where an answer that went round in a loop started its first repeat, or None.
 
@@ -71,7 +77,20 @@ def repetition_start(text: str, window: int = REPEAT_WINDOW) -> int | None:
     test output, said "it seems the tests are still failing", and wrote the same fix again, four
     times over, until the 2,048-token cap (8,860 characters, about 200 s of a 300 s try). Once the
     last `window` characters stand earlier in the answer word for word, the rest can only repeat
-    them: the answer is cut where the repeat began (the first round kept whole)."""
+    them: the answer is cut where the repeat began (the first round kept whole).
+
+    A loop that counts goes round too: on scale-generator the 1.5B wrote `elif interval ==
+    "Bb": notes.append(notes[-1] + chr(97 + 26))` and the same sixteen branches again with the
+    numbers one higher, until the cap (7,340 characters, most of a try). So the answer is also
+    read with every digit as 0 (the lengths stay, so the cut falls in the same place), for a
+    loop of at least `SHAPE_PERIOD` characters."""
+    exact = _loop_start(text, window, 1)
+    if exact is not None:
+        return exact
+    return _loop_start(text.translate(_DIGITS), window, SHAPE_PERIOD)
+
+
+def _loop_start(text: str, window: int, min_period: int) -> int | None:
     n = len(text)
     if n < 2 * window:
         return None
@@ -80,6 +99,8 @@ def repetition_start(text: str, window: int = REPEAT_WINDOW) -> int | None:
     if earlier < 0:
         return None
     period = tail_at - earlier
+    if period < min_period:
+        return None
     start = tail_at
     while start - period > 0 and text[start - 1] == text[start - 1 - period]:
         start -= 1

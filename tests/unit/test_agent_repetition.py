@@ -46,6 +46,24 @@ def test_an_answer_that_does_not_repeat_itself_is_not_cut() -> None:
     assert repetition_start("x = 1\n" * 300) is not None  # one line, over and over
 
 
+def test_a_loop_that_counts_is_cut_too() -> None:
+    """scale-generator, the 1.5B: the same sixteen branches over and over, the numbers one
+    higher each time, until the token cap."""
+    names = ["M", "m", "A", "B", "C", "D", "E", "F", "G", "Bb", "Cb", "Db", "Eb", "Fb", "Gb", "Ab"]
+    head = "```python\nclass Scale:\n    def interval(self, steps):\n        for i in steps:\n"
+    branches = "".join(
+        f'            elif i == "{name}":\n'
+        f"                notes.append(notes[-1] + chr(97 + {10 + k}))\n"
+        for k, name in enumerate(names * 4)
+    )
+    text = head + branches
+    cut = repetition_start(text)
+    assert cut is not None
+    assert len(head) < cut <= len(head) + len(branches) // 4 + 100  # about one round kept
+    primes = "PRIMES = [" + ", ".join(str(n) for n in range(11, 400)) + "]\n"
+    assert repetition_start(primes) is None  # the same shape every few characters: no loop
+
+
 async def test_a_step_that_loops_is_stopped_and_its_first_round_used(tmp_path: Path) -> None:
     (tmp_path / "song.py").write_text("def recite(start, take=1):\n    return []\n")
     looping = "song.py\n" + FIX.split("\n\n", 1)[1] + ROUND * 6
