@@ -162,6 +162,16 @@ def resolve(
     """The edit as a path and its new content. `old_of(path)`: what the file holds now (None:
     it does not exist); `named`: the words of the task (a method it names may be left out)."""
     body = edit.content if isinstance(edit, FileBlock) else edit.search + edit.replace
+    creates = (
+        edit.path is not None and not placeholder_path(edit.path) and (old_of(edit.path) is None)
+    )  # an empty `__init__.py` is a file
+    if isinstance(edit, FileBlock) and not edit.content.strip() and not creates:
+        # the 1.5B, late in a failing try, gave `path/of/the/scale_generator.py` above an empty
+        # block, again and again, and was told the block named no file
+        base = (edit.path or "").rsplit("/", 1)[-1]
+        same = sorted(p for p in {*known, *files} if base and p.rsplit("/", 1)[-1] == base)
+        named = same[0] if len(same) == 1 else edit.path or "the file"
+        raise EditRefused(f"the code block is empty; give {named}'s whole new content in it")
     path = resolve_path(edit.path, body, files, known)
     old = old_of(path)
     if isinstance(edit, SearchReplace):

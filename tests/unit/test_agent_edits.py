@@ -49,6 +49,15 @@ def test_a_pathless_new_function_beside_the_tests_goes_to_the_one_module() -> No
         resolved(FileBlock(None, new), {**files, "other.py": "x = 1\n"})
 
 
+def test_an_empty_block_is_refused_as_empty() -> None:
+    files = {"scale.py": STATS, "test_scale.py": "def test_x():\n    pass\n"}
+    with pytest.raises(EditRefused, match=r"the code block is empty; give scale\.py.s whole"):
+        resolved(FileBlock("path/of/the/scale.py", "\n"), files)
+    with pytest.raises(EditRefused, match="is empty"):  # emptying a file that exists
+        resolved(FileBlock("scale.py", ""), files)
+    assert resolved(FileBlock("pkg/__init__.py", ""), files)[:2] == ("pkg/__init__.py", "")
+
+
 def test_the_system_message_example_path_copied_means_the_file_in_the_chat() -> None:
     assert f"\n{EXAMPLE_PATH}\n```" in SYSTEM_PROMPT
     files = {"solution.py": "def f():\n    raise NotImplementedError\n"}
