@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from fusion_tui.chat.backend import StatusCallback
 from fusion_tui.config import Settings
 from fusion_tui.status import ServerStatus
@@ -97,31 +99,22 @@ async def test_a_message_sent_during_a_reply_goes_when_it_ends() -> None:
         assert prompt.text == ""
 
 
-async def test_escape_takes_back_the_queued_message_before_the_reply() -> None:
+@pytest.mark.parametrize(
+    "keys",
+    [("escape", "escape"), ("ctrl+c",)],
+    ids=["esc takes the queued message back, the next esc cancels", "ctrl+c does both"],
+)
+async def test_a_cancelled_reply_keeps_the_queued_message_unsent(keys: tuple[str, ...]) -> None:
     backend = ScriptedBackend([["one ", "two"]], hold_after=1)
     app = build_app(Settings(), backend)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         await pilot.press("a", "enter")
         await pilot.pause(0.1)
-        await pilot.press("b", "enter", "escape")
+        await pilot.press("b", "enter", keys[0])
         await pilot.pause()
-        assert app.screen.reply_running  # the first Esc took the queued message back
-        await pilot.press("escape")
-        await app.screen.workers.wait_for_complete()
-        await pilot.pause()
-        assert backend.sent == ["a"] and backend.cancelled
-        assert app.screen.query_one(PromptInput).text == "b"
-
-
-async def test_ctrl_c_cancels_the_reply_and_keeps_the_queued_message_unsent() -> None:
-    backend = ScriptedBackend([["one ", "two"]], hold_after=1)
-    app = build_app(Settings(), backend)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
-        await pilot.press("a", "enter")
-        await pilot.pause(0.1)
-        await pilot.press("b", "enter", "ctrl+c")
+        assert app.screen.reply_running is (len(keys) > 1)
+        await pilot.press(*keys[1:])
         await app.screen.workers.wait_for_complete()
         await pilot.pause()
         await app.screen.workers.wait_for_complete()
