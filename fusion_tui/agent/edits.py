@@ -13,7 +13,8 @@ meant:
 - a class given without some of the methods the file's class has keeps them, unless the task
   names them (the 1.5B, adding a method, wrote the class from an older view of it, and the
   method a task before had added was gone while the tests, which did not cover it, passed);
-- a SEARCH text that matches only when trailing spaces are ignored still matches.
+- a SEARCH text that matches only when trailing spaces are ignored still matches;
+- an empty block is refused as empty (not as one without a path), unless it creates a file.
 A write that would turn a Python file that compiles into one that does not is refused: the file
 is kept, and the model told why. Everything else is refused with a sentence the model can act on.
 """
@@ -162,16 +163,8 @@ def resolve(
     """The edit as a path and its new content. `old_of(path)`: what the file holds now (None:
     it does not exist); `named`: the words of the task (a method it names may be left out)."""
     body = edit.content if isinstance(edit, FileBlock) else edit.search + edit.replace
-    creates = (
-        edit.path is not None and not placeholder_path(edit.path) and (old_of(edit.path) is None)
-    )  # an empty `__init__.py` is a file
-    if isinstance(edit, FileBlock) and not edit.content.strip() and not creates:
-        # the 1.5B, late in a failing try, gave `path/of/the/scale_generator.py` above an empty
-        # block, again and again, and was told the block named no file
-        base = (edit.path or "").rsplit("/", 1)[-1]
-        same = sorted(p for p in {*known, *files} if base and p.rsplit("/", 1)[-1] == base)
-        named = same[0] if len(same) == 1 else edit.path or "the file"
-        raise EditRefused(f"the code block is empty; give {named}'s whole new content in it")
+    if isinstance(edit, FileBlock) and not edit.content.strip():
+        refuse_empty(edit, files, known, old_of)
     path = resolve_path(edit.path, body, files, known)
     old = old_of(path)
     if isinstance(edit, SearchReplace):
@@ -189,6 +182,21 @@ def resolve(
         content, kept = with_left_out_methods(old, given, named)
         return ResolvedEdit(path, content, "whole" if merged is None else "merged", tuple(kept))
     return ResolvedEdit(path, edit.content, "whole")
+
+
+def refuse_empty(
+    edit: FileBlock, files: Mapping[str, str], known: set[str], old_of: Callable[[str], str | None]
+) -> None:
+    """Refuses an empty block, unless it creates a file at a real path (an empty `__init__.py`
+    is a file). Seen late in a failing try: the 1.5B gave `path/of/the/scale_generator.py` above
+    an empty block, again and again, and was told the block named no file."""
+    path = edit.path
+    if path is not None and not placeholder_path(path) and old_of(path) is None:
+        return
+    base = (path or "").rsplit("/", 1)[-1]
+    same = sorted(p for p in {*known, *files} if base and p.rsplit("/", 1)[-1] == base)
+    named = same[0] if len(same) == 1 else path or "the file"
+    raise EditRefused(f"the code block is empty; give {named}'s whole new content in it")
 
 
 def without_usage_examples(
