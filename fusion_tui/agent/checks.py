@@ -219,6 +219,15 @@ def examples_command(
     return _RUNNER_CALL + " ".join([*options, *map(shlex.quote, paths)])
 
 
+def task_examples_in(command: str) -> str:
+    """Whether a check's command runs the task's examples: "only" (after the tests passed),
+    "with" (beside the docstring examples), or ""."""
+    words = command.split()
+    if "--only-given" in words:
+        return "only"
+    return "with" if "--given" in words else ""
+
+
 def check_label(command: str) -> str:
     """How a check's command is named on screen: the example runner by what it checks, since its
     install path alone would fill an 80-column line. The approval prompt and `--json` keep the
@@ -259,12 +268,10 @@ def examples_feedback(command: str, exit: int | None, output_tail: str, rounds_l
     )
     if rounds_left <= 0:
         more += " The examples run once more after this fix, for the last time."
-    words = command.split()
-    which = "in the docstrings"
-    if "--only-given" in words:
-        which = "the task gives"
-    elif "--given" in words:
-        which = "the task gives and those in the docstrings"
+    which = {
+        "only": "the task gives",
+        "with": "the task gives and those in the docstrings",
+    }.get(task_examples_in(command), "in the docstrings")
     return (
         f"The examples {which} {how} (`{command}`). The end of the output:\n"
         f"```\n{output_tail}\n```\n{more}"

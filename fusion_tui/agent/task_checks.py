@@ -27,6 +27,7 @@ from fusion_tui.agent.checks import (
     syntax_problem,
     tail,
     task_examples,
+    task_examples_in,
     test_feedback,
     tests_command,
     tests_failed,
@@ -251,11 +252,11 @@ class TaskChecks:
         run = self.last_test
         if run is None or not run.ok or self.tested != self.files:
             return "not tested"
-        if "--given" in run.command.split():
+        if task_examples_in(run.command):
             return (
                 "tests and the task's examples pass"
                 if self.has_tests
-                else ("the task's examples pass")
+                else "the task's examples pass"
             )
         return "tests pass" if self.has_tests else "docstring examples pass"
 
@@ -265,10 +266,11 @@ class TaskChecks:
         run = self.last_test
         code = "timed out" if run is None or run.exit is None else f"exit code {run.exit}"
         what = "the tests still fail" if self.has_tests else "the docstring examples still fail"
-        if run is not None and "--only-given" in run.command.split():
-            what = "the task's examples still fail"
-        elif run is not None and "--given" in run.command.split():
-            what = "the examples still fail"
+        given = task_examples_in(run.command) if run is not None else ""
+        if given:
+            what = (
+                "the task's examples still fail" if given == "only" else "the examples still fail"
+            )
         if attempts > 1:
             return f"{what} ({code}) after {attempts} attempts"
         return f"{what} ({code}) after {rounds} round(s) of fixes"
