@@ -136,11 +136,7 @@ async def check_typing_lands_back(
         burst(app, typed)  # the user kept typing the next message
         await pilot.pause()
         assert isinstance(app.screen, modal_type)
-        clock.advance(1.0)
-        await pilot.press("ctrl+y")
-        main = next(s for s in app.screen_stack if isinstance(s, MainScreen))
-        await main.workers.wait_for_complete()
-        await pilot.pause()
+        main = await _answer_and_settle(pilot, app, clock, 1.0)
         assert app.screen is main
         assert main.query_one(PromptInput).text == typed
         assert [m.text for m in main.query(ChatMessage)][-1] == answer
@@ -173,12 +169,20 @@ async def check_typed_and_entered_goes_next(
                 break
             await pilot.pause(0.01)
         assert backend.sent == [message, typed]
-        clock.advance(5.0)
-        await pilot.press("ctrl+y")
-        main = next(s for s in app.screen_stack if isinstance(s, MainScreen))
-        await main.workers.wait_for_complete()
-        await pilot.pause()
+        main = await _answer_and_settle(pilot, app, clock, 5.0)
         assert main.query_one(PromptInput).text == ""
+
+
+async def _answer_and_settle(
+    pilot: Pilot[Any], app: App[Any], clock: FakeClock, after_s: float
+) -> MainScreen:
+    """Ctrl+Y `after_s` on, then the main screen once its turns are over."""
+    clock.advance(after_s)
+    await pilot.press("ctrl+y")
+    main = next(s for s in app.screen_stack if isinstance(s, MainScreen))
+    await main.workers.wait_for_complete()
+    await pilot.pause()
+    return main
 
 
 @asynccontextmanager
