@@ -61,7 +61,6 @@ from fusion_tui.agent.events import (
     TaskOutcome,
     ToolFinished,
     ToolStarted,
-    TranscriptCompacted,
 )
 from fusion_tui.agent.finish_check import (
     NO_CHANGE_NOTE,
@@ -88,16 +87,13 @@ from fusion_tui.agent.tools import ToolContext, ToolResult
 from fusion_tui.agent.tools.files import read_text
 from fusion_tui.agent.tools.registry import RUNNERS
 from fusion_tui.agent.tools.workspace import ToolError
+from fusion_tui.agent.transcript_compactor import TranscriptCompactor
 from fusion_tui.server.errors import ContextExceeded
 
 __all__ = ["AgentConfig", "AgentDeps", "TaskResult", "compact_ahead", "run_task", "tools_for"]
 """`session_run` and the tests import the task's types from here too (they live in `task`)."""
 
 
-LOG_CHARS = 60_000
-"""At most this much of the work log goes into a compaction's summary request."""
-SUMMARY_OVERHEAD = 256
-"""Tokens of the summary request besides the log: its instruction and the template."""
 CHARS_PER_TOKEN = 3.0
 """For the budget of the files shown with a task when the server cannot count them."""
 STOP_GRACE_S = 5.0
@@ -124,13 +120,6 @@ def summary_reserve(config: AgentConfig) -> float:
     if not config.finalize:
         return 0.0
     return min(config.finalization_ms, config.max_duration_ms / 10) / 1000
-
-
-def next_task_room(n_ctx: int) -> int:
-    """Tokens a finished task's session keeps free for the next task's message (the task and
-    the files shown with it) before it compacts ahead: an eighth of the slot, at least 256 and
-    at most 4,096."""
-    return max(256, min(4096, n_ctx // 8))
 
 
 REPLY = "reply"
@@ -168,6 +157,10 @@ class _Run:
             resume.set_stable(deps.stable_prefix)
         self.packer = resume or PromptPacker(deps.frame, deps.stable_prefix)
         self.meter = ContextMeter(deps.n_ctx)
+        self.compactor = TranscriptCompactor(
+            deps, config, self.meter, self.emit, lambda: self.step, lambda: self.ceiling,
+            self.cancel,
+        )  # fmt: skip
         self.slot = deps.slots.slot_for(session_id)
         self.step = 0
         self.requests: list[RequestDone] = []
@@ -255,7 +248,7 @@ class _Run:
                 continue
             files.append(path)
         self.known = set(files)
-        n_ctx = self.context()
+        n_ctx = self.compactor.context()
         per_token = await self.chars_per_token()
         room = (n_ctx - self.cfg.n_predict) * per_token if n_ctx > 0 else 48_000
         budget = max(0, int(room * 0.6) - len(self.deps.stable_prefix))
@@ -359,88 +352,34 @@ class _Run:
                 self.deps.slots.pin(self.sid, self.slot)
         return reply
 
-    def context(self) -> int:
-        """The slot's context now (the meter follows a move to another endpoint)."""
-        if self.deps.context_size is not None:
-            self.meter.n_ctx = self.deps.context_size()
-        return self.meter.n_ctx
-
-    def summary_room(self) -> int:
-        """Tokens the compaction's work log may take: the slot less the summary's answer and
-        the request's own words."""
-        n_ctx = self.context()
-        if n_ctx <= 0:  # not known: the log as it always went
-            return LOG_CHARS
-        return n_ctx - min(self.cfg.summary_n_predict, n_ctx // 4) - SUMMARY_OVERHEAD
-
-    async def needs_compaction(self) -> bool:
-        """Whether the next prompt and its answer may not fit the slot. The estimate decides
-        only when it says "fits"; a "may not fit" before the server has counted anything is
-        checked with the server's tokenizer, so a prompt that fits is never compacted."""
-        prompt = self.packer.prompt()
-        reserve = min(self.cfg.n_predict, self.context() // 4)
-        threshold = self.cfg.compact_threshold
-        if not self.meter.near_limit(len(prompt), reserve, threshold):
-            return False
-        if self.meter.prompt_tokens > 0 or self.deps.count_tokens is None:
-            return True
-        try:
-            counted = await self.deps.count_tokens(prompt)
-        except Exception:  # no count to be had: the estimate stands
-            return True
-        self.meter.prompt_tokens, self.meter.prompt_chars = counted, len(prompt)
-        return counted + reserve >= int(self.meter.n_ctx * threshold)
-
     async def compact(self) -> None:
         """Deliberate side call: summarize the transcript on the side slot, then restart on it
         with the task and the summary."""
         before = self.meter.used_tokens
-        summary = await self.summarise()
+        summary = await self.side_summary()
         if summary is None:
             return
         self.retries.forget()  # the transcript before the summary cannot be gone back to
         first = f"{self.task}\n\n### summary of the work so far\n{summary}{self.tail()}"
         self.packer = self.packer.restarted(first)
-        self.compacted(before, len(summary))
-
-    async def ahead_due(self) -> int:
-        """After a task: the transcript's tokens when the next task would likely not fit the
-        slot beside it (room for a new task's message, and the answer's reserve), else 0.
-        Counted with the server's tokenizer, and only when the transcript's bytes could reach
-        the limit at all (a token is at least a byte)."""
-        n_ctx = self.context()
-        packer = self.packer
-        if n_ctx <= 0 or not packer.messages or packer.awaiting_reply or packer.carries:
-            return 0
-        text = packer.text
-        reserve = min(self.cfg.n_predict, n_ctx // 4) + next_task_room(n_ctx)
-        limit = int(n_ctx * self.cfg.compact_threshold)
-        if len(text.encode("utf-8")) + reserve < limit:
-            return 0
-        if self.deps.count_tokens is None:
-            tokens = self.meter.estimate(len(text))
-        else:
-            try:
-                tokens = await self.deps.count_tokens(text)
-            except Exception:  # no count to be had: the next task compacts when it must
-                return 0
-        return tokens if tokens + reserve >= limit else 0
+        self.compactor.announce(before, len(summary))
 
     async def compact_ahead(self) -> bool:
         """Compact after a task, while the user reads its outcome, when the next task would not
-        fit (`ahead_due`): the next task's first token then waits for no summary. The new
-        transcript is the summary alone, carried into the next task's message (`EARLIER_WORK`)."""
-        before = await self.ahead_due()
+        fit (`TranscriptCompactor.due_after_task`): the next task's first token then waits for
+        no summary. The new transcript is the summary alone, carried into the next task's
+        message (`EARLIER_WORK`)."""
+        before = await self.compactor.due_after_task(self.packer)
         if not before:
             return False
         self.ceiling = self.clock.now() + self.cfg.finalization_ms / 1000
         summary = await self.summary_continued()
         if summary is None:
-            summary = await self.summarise()
+            summary = await self.side_summary()
         if summary is None:
             return False
         self.packer = self.packer.restarted(f"{EARLIER_WORK}\n{summary}", kind=CARRIED)
-        self.compacted(before, len(summary))
+        self.compactor.announce(before, len(summary))
         return True
 
     async def summary_continued(self) -> str | None:
@@ -464,59 +403,17 @@ class _Run:
         self.archived.append(transcript.to_dict())
         return text
 
-    async def summarise(self) -> str | None:
-        """The transcript summarised on the side slot (the old transcript archived), or None.
-        The log is cut to the slot (the meter's chars per token, else 2); when the slot still
-        refuses it (a smaller endpoint after a move), once more cut by the refused count."""
-        log = "\n\n".join(f"[{m.role}] {m.text}" for m in self.packer.messages)
-        m, room = self.meter, self.summary_room()
-        if room <= 0:  # the slot cannot hold a summary request: nothing to gain
-            return None
-        per_token = m.prompt_chars / m.prompt_tokens if m.prompt_tokens > 0 else 2.0
-        keep = min(LOG_CHARS, len(log), int(room * per_token))
-        reply = await self.summary_of(log, keep)
-        refused = reply.exc.n_prompt_tokens if isinstance(reply.exc, ContextExceeded) else 0
-        if refused > 0 and keep > 0:
-            keep = int(keep * room / refused * 0.9)
-            reply = await self.summary_of(log, keep)
-        if reply.ended != "ok":
-            return None
-        self.archived.append(self.packer.to_dict())
-        return reply.text.strip()
-
-    def compacted(self, before: int, chars: int) -> None:
-        """Say that the transcript was compacted (`before`: tokens in the slot until then;
-        `chars`: the summary's length)."""
-        if self.deps.prefix_reuse == "none":
-            note = "compaction costs a full re-read: this model's prefix reuse is none"
-        else:
-            note = "the stable prefix stays cached; the summary and what follows are read anew"
-        self.emit(TranscriptCompacted(self.step, before, chars, note))
-
-    async def summary_of(self, log: str, keep: int) -> Streamed:
-        """The compaction's summary request over the last `keep` characters of `log`."""
-        side = PromptPacker(
-            self.deps.frame,
-            "Summarize this coding agent's work log: facts found, files changed, "
-            "what remains. Be brief and concrete.",
-        )
-        side.add_user(log[-keep:] if keep > 0 else "", kind="note")
-        body: dict[str, Any] = {
-            **self.cfg.sampling,
-            "prompt": side.prompt(),
-            "id_slot": self.deps.slots.side_call_slot(),
-            "cache_prompt": False,
-            "stream": True,
-            "n_predict": self.cfg.summary_n_predict,
-        }
-        return await stream_request(
-            self.deps.completion, body, step=self.step, purpose="compaction", clock=self.clock,
-            deadline=self.ceiling, cancel=self.cancel, on_event=self.emit,
-        )  # fmt: skip
+    async def side_summary(self) -> str | None:
+        """The transcript summarised on the side slot (`TranscriptCompactor.side_summary`), the
+        old transcript archived in the session's record; None when no summary came."""
+        summary = await self.compactor.side_summary(self.packer)
+        if summary is not None:
+            self.archived.append(self.packer.to_dict())
+        return summary
 
     async def next_reply(self) -> Streamed:
         """One step's reply (compacted first when the prompt may not fit)."""
-        if await self.needs_compaction():
+        if await self.compactor.needed(self.packer.prompt()):
             await self.compact()
         sampling = self.retries.sampling()
         reply = await self.request("step", self.ceiling, self.cfg.n_predict, sampling)
