@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
-import re
 from typing import Any
 
 import anyio
@@ -34,33 +32,16 @@ from fusion_tui.agent.chat_files import (
     named_unlisted,
     workspace_files,
 )
-from fusion_tui.agent.checks import (
-    dropped_examples,
-    is_test_file,
-)
-from fusion_tui.agent.deadline import CancelToken, run_guarded
-from fusion_tui.agent.delegate import run_delegate
-from fusion_tui.agent.edits import (
-    EditRefused,
-    code_beside_tests,
-    resolve,
-    same_code,
-    top_names,
-    without_usage_examples,
-)
+from fusion_tui.agent.deadline import CancelToken
 from fusion_tui.agent.events import (
     EventSink,
-    FileChanged,
     Outcome,
-    RepeatBlocked,
     RequestDone,
     RequestPurpose,
     Retried,
     StepFailed,
     StepStarted,
     TaskOutcome,
-    ToolFinished,
-    ToolStarted,
 )
 from fusion_tui.agent.finish_check import (
     NO_CHANGE_NOTE,
@@ -74,18 +55,15 @@ from fusion_tui.agent.prompt import (
     CARRIED,
     ContextMeter,
     PromptPacker,
-    observation,
     volatile_tail,
 )
-from fusion_tui.agent.protocol import Action, StepInvalid, validate_args
-from fusion_tui.agent.reply import FileBlock, Reply, SearchReplace, ToolCall, parse_reply
+from fusion_tui.agent.reply import Reply, ToolCall, parse_reply
+from fusion_tui.agent.reply_runner import ReplyBlocked, ReplyRunner, TaskStop
 from fusion_tui.agent.request import Streamed, stream_request
 from fusion_tui.agent.retry import Attempt, BranchPoint, Retries
 from fusion_tui.agent.task import AgentConfig, AgentDeps, TaskResult, tools_for
 from fusion_tui.agent.task_checks import TaskChecks
-from fusion_tui.agent.tools import ToolContext, ToolResult
-from fusion_tui.agent.tools.files import read_text
-from fusion_tui.agent.tools.registry import RUNNERS
+from fusion_tui.agent.tools import ToolContext
 from fusion_tui.agent.tools.workspace import ToolError
 from fusion_tui.agent.transcript_compactor import TranscriptCompactor
 from fusion_tui.server.errors import ContextExceeded
@@ -122,18 +100,6 @@ def summary_reserve(config: AgentConfig) -> float:
     return min(config.finalization_ms, config.max_duration_ms / 10) / 1000
 
 
-REPLY = "reply"
-"""The loop guard's name for a whole reply: one given again word for word, with nothing changed
-since, is a loop like a repeated call (seen: thirty identical refused blocks)."""
-
-
-def given_back(old: str | None, new: str) -> bool:
-    """Whether `new` is the file `old` given back as it is: blank lines at its ends are no
-    change (seen: the 1.5B's copy of a stub without the stub's opening blank line was written
-    as a change, so the checks ran on the stub and the task could not start over)."""
-    return old is not None and old.strip() == new.strip()
-
-
 class _Run:
     def __init__(
         self,
@@ -165,7 +131,6 @@ class _Run:
         self.step = 0
         self.requests: list[RequestDone] = []
         self.archived: list[dict[str, Any]] = []
-        self.guard = LoopGuard()
         self.ctx = ToolContext(
             deps.workspace,
             deps.gate,
@@ -176,14 +141,13 @@ class _Run:
         self.files: dict[str, str] = {}
         """The files in the chat (shown with the task, read or written since): path → text."""
         self.known: set[str] = set()
+        """The workspace's files."""
         self.changed: list[str] = []
         """Files this task changed, in order."""
         self.rounds = 0
         """Check rounds used: replies that were sent back because the checks failed."""
         self.nudged = False
         """Whether a reply that would have ended the task undone was already sent back."""
-        self.unchanged = 0
-        """Edits of the reply being run that gave a file back exactly as it was."""
         self.retries = Retries(config.retries)
         self.reply_at = 0
         """Messages in the transcript before the reply being run (where a retry goes back to)."""
@@ -193,6 +157,11 @@ class _Run:
         """The checks of the last change failed, and no change passed since."""
         self.checks = TaskChecks(task, config, self.ctx, self.clock, self.emit, lambda: self.step,
                                  self.files, self.changed)  # fmt: skip
+        self.replies = ReplyRunner(
+            task, self.ctx, self.tools, self.checks, self.emit, self.clock, self.cancel,
+            lambda: self.step, self.before_write, self, deps.delegate,
+            self.files, self.known, self.changed,
+        )  # fmt: skip
         self.kept = ""
         """Why the files hold an earlier attempt at the end (said in the outcome's reason)."""
 
@@ -243,16 +212,16 @@ class _Run:
         files = workspace_files(self.deps.workspace)
         for path in named_unlisted(self.task, files):
             try:
-                self.read(path)
+                self.replies.read(path)
             except (ToolError, OSError):
                 continue
             files.append(path)
-        self.known = set(files)
+        self.known.update(files)
         n_ctx = self.compactor.context()
         per_token = await self.chars_per_token()
         room = (n_ctx - self.cfg.n_predict) * per_token if n_ctx > 0 else 48_000
         budget = max(0, int(room * 0.6) - len(self.deps.stable_prefix))
-        chat = choose(self.task, files, self.read, budget)
+        chat = choose(self.task, files, self.replies.read, budget)
         self.files.update(chat.shown)
         await self.checks.prepare(chat.shown, self.known)
         if self.packer.messages:  # a session that goes on: what it holds unchanged stays there
@@ -296,20 +265,6 @@ class _Run:
     @staticmethod
     def files_section(chat: ChatFiles) -> str:
         return chat.render() or "The workspace is empty."
-
-    def read(self, path: str) -> str:
-        text, _size, truncated = read_text(self.ctx, path)
-        if truncated:
-            raise ToolError(f"{path} is too large to show whole")
-        return text
-
-    def old_text(self, path: str) -> str | None:
-        try:
-            return self.read(path)
-        except ToolError as exc:
-            if "does not exist" in str(exc):
-                return None
-            raise
 
     # --- requests --------------------------------------------------------------------------
 
@@ -424,184 +379,9 @@ class _Run:
 
     # --- running what a reply says -------------------------------------------------------------
 
-    async def run_tool(self, action: Action) -> ToolResult | None:
-        """Run a tool under the user's cancel; its commands get no more than the time left to the
-        ceiling (`ToolContext.time_left`), file tools finish on their own."""
-        self.emit(ToolStarted(self.step, action.tool, action.args))
-        t0 = self.clock.now()
-
-        async def call() -> ToolResult:
-            try:
-                if action.tool == "delegate":
-                    if self.deps.delegate is None:
-                        return ToolResult(False, "delegate is not offered on this server")
-                    return await run_delegate(self, self.deps.delegate, action.args)
-                return await RUNNERS[action.tool](self.ctx, action.args)
-            except ToolError as exc:
-                return ToolResult(False, str(exc))
-            except OSError as exc:
-                return ToolResult(False, f"{action.tool} failed: {exc.strerror or exc}")
-
-        guarded = await run_guarded(call, clock=self.clock, deadline=None, cancel=self.cancel)
-        result = guarded.value
-        if result is None:
-            result = ToolResult(False, "cancelled by the user")
-        self.emit(
-            ToolFinished(
-                self.step, action.tool, action.args, result.ok, result.text,
-                (self.clock.now() - t0) * 1000, result.detail,
-            )
-        )  # fmt: skip
-        return None if guarded.ended == "cancelled" else result
-
-    def tested_files(self, tests: str) -> str:
-        """ ", in full: x.py" for the workspace's modules a test file imports (the 1.5B, refused a
-        rewrite of transpose_test.py, rewrote it again and again: it is told which file to
-        give), or "" when none is known."""
-        found = self.tested_modules(tests)
-        return (
-            f": give {', '.join(found)} in full, its path on the line above the block"
-            if found
-            else ""
-        )
-
-    def tested_modules(self, tests: str) -> list[str]:
-        """The workspace's modules a test file imports, as paths."""
-        modules = re.findall(r"^\s*(?:from|import)\s+([\w.]+)", tests, re.M)
-        paths = [m.replace(".", "/") + ".py" for m in dict.fromkeys(modules)]
-        return [p for p in paths if p in self.files or p in self.known]
-
-    async def code_to_tested_module(self, block: str, tests: str, notes: list[str]) -> str | None:
-        """Write what a block given for a test file holds besides tests to the one module the
-        tests import; the path written, else None."""
-        code = code_beside_tests(block, tests)
-        targets = self.tested_modules(tests)
-        if code is None or len(targets) != 1 or is_test_file(targets[0]):
-            return None
-        return await self.apply_edit(FileBlock(targets[0], code, "python"), notes)
-
-    async def apply_edit(self, edit: FileBlock | SearchReplace, notes: list[str]) -> str | None:
-        """Write one edit; the path it changed, else None (the reason is in `notes`).
-        Raises `_Stop` when the model repeats a write that changes nothing."""
-        try:
-            done = resolve(edit, self.files, self.known, self.old_text, self.task_words)
-        except (EditRefused, ToolError) as exc:
-            notes.append(f"Not written: {exc}")
-            return None
-        old = self.old_text(done.path)
-        if self.checks.guards(done.path):
-            if given_back(old, done.content):
-                self.unchanged += 1  # a test file given back as it is: no harm, no refusal
-                return None
-            tests = old or done.content
-            moved: list[str] = []
-            wrote = await self.code_to_tested_module(done.content, tests, moved)
-            fix = (
-                f"the code you gave in it that is not tests went to {wrote}"
-                if wrote is not None
-                else f"fix the code they test instead{self.tested_files(tests)}"
-            )
-            notes.append(
-                f"Not written: {done.path} holds tests, and the tests judge the change; {fix}."
-            )
-            notes.extend(moved)
-            return wrote
-        dropped = dropped_examples(old or "", done.content) if self.checks.examples_judge() else []
-        if dropped:
-            notes.append(
-                f"Not written: {done.path} would lose its docstring example `{dropped[0]}`; the "
-                "examples are the task's checks, so keep every one as it is and fix the code."
-            )
-            return None
-        if given_back(old, done.content):
-            digest = hashlib.sha256(done.content.encode()).hexdigest()[:16]
-            key = {"path": done.path, "content_sha256": digest}
-            verdict = self.guard.check("write_file", key)
-            if verdict != "run":
-                self.blocked("write_file", key, verdict)
-            self.guard.record("write_file", key, True, f"{done.path} already holds this text")
-            notes.append(f"{done.path} already holds exactly this text; it was left as it is.")
-            self.unchanged += 1
-            return None
-        self.retries.writing(self.reply_at, self.rounds, done.path, old)
-        args = {"path": done.path, "content": done.content}
-        result = await self.run_tool(Action("write_file", args))
-        if result is None:
-            raise _Stop("cancelled", "")
-        if not result.ok:
-            notes.append(f"Not written: {result.text}")
-            return None
-        self.files[done.path] = done.content
-        self.known.add(done.path)
-        if done.path not in self.changed:
-            self.changed.append(done.path)
-        self.guard.changed()
-        self.emit(FileChanged(self.step, done.path, result.detail, done.how))
-        how = {"merged": " (the functions you gave replaced those of the file)"}.get(done.how, "")
-        if done.kept:
-            how += f"; it keeps {', '.join(done.kept)}, which your text left out"
-        notes.append(f"{done.path} was written{how}.")
-        return done.path
-
-    @property
-    def task_words(self) -> set[str]:
-        """The words of the task: a method it names may be left out of a class on purpose."""
-        return set(re.findall(r"\w+", self.task))
-
-    def blocked(self, tool: str, args: dict[str, Any], verdict: str) -> None:
-        msg = self.guard.corrective(tool, args)
-        stuck = verdict == "stuck"
-        self.emit(
-            RepeatBlocked(self.step, tool, args, self.guard.error, self.guard.times, msg,
-                          stuck=stuck)
-        )  # fmt: skip
-        if stuck:
-            raise _Stop("stuck", self.guard.stuck_reason(tool, args))
-        raise _Blocked(msg)
-
-    async def call_tool(self, call: ToolCall, notes: list[str]) -> None:
-        """Run one tool call, its result into `notes`."""
-        by_name = {t.name: t for t in self.tools}
-        spec = by_name.get(call.name)
-        if spec is None:
-            verdict = self.guard.check(call.name, call.arguments)
-            if verdict != "run":
-                self.blocked(call.name, call.arguments, verdict)
-            why = self.no_such_tool(call.name, by_name)
-            self.guard.record(call.name, call.arguments, False, why)
-            notes.append(observation(call.name, False, why))
-            return
-        try:
-            validate_args(spec, call.arguments)
-        except StepInvalid as exc:
-            notes.append(observation(call.name, False, str(exc)))
-            return
-        verdict = self.guard.check(call.name, call.arguments)
-        if verdict != "run":
-            self.blocked(call.name, call.arguments, verdict)
-        result = await self.run_tool(Action(call.name, call.arguments))
-        if result is None:
-            raise _Stop("cancelled", "")
-        self.guard.record(call.name, call.arguments, result.ok, result.text)
-        if result.ok and call.name == "read_file" and "start_line" not in call.arguments:
-            try:
-                self.files[str(call.arguments["path"])] = self.read(str(call.arguments["path"]))
-            except ToolError:
-                pass
-        notes.append(observation(call.name, result.ok, result.text))
-
-    def no_such_tool(self, name: str, tools: dict[str, Any]) -> str:
-        """Why a call to an unknown tool did nothing, and what to do instead. A small model
-        told to implement `f` may "call" f: it is then told f is the code to write."""
-        owner = next((p for p, t in self.files.items() if name in (top_names(t) or ())), None)
-        if owner is not None:
-            return (
-                f"{name} is not a tool: it is a function in {owner}, and calling it runs nothing. "
-                f"To change it, write {owner} whole: its path on a line, then the file in a "
-                "code block."
-            )
-        names = ", ".join(sorted(tools))
-        return f"there is no tool {name!r}; the tools are {names}. Change files with code blocks."
+    def before_write(self, path: str, old: str | None) -> None:
+        """Told of every write before it goes: the attempt can then be undone."""
+        self.retries.writing(self.reply_at, self.rounds, path, old)
 
     async def count_before(self) -> None:
         """The files are back as they were before any attempt and the tests found with the task
@@ -616,78 +396,13 @@ class _Run:
         if ran is not None:
             self.retries.checked_before(ran[0].tail, ran[0].ok)
 
-    async def run_reply(self, parsed: Reply) -> tuple[list[str], list[str], bool]:
-        """The reply's edits, then its calls: (paths changed, what to tell the model, whether
-        anything besides the writes needs the model's attention)."""
-        notes: list[str] = []
-        wrote: list[str] = []
-        self.unchanged = 0
-        edits = without_usage_examples(parsed.edits)
-        calls: list[ToolCall] = []
-        for call in parsed.tool_calls:  # a write asked for as a call is an edit like any other
-            a = call.arguments
-            if call.name == "write_file" and isinstance(a.get("content"), str):
-                edits.append(FileBlock(str(a.get("path") or "") or None, a["content"]))
-            elif call.name == "edit_file" and isinstance(a.get("search"), str):
-                edits.append(SearchReplace(str(a.get("path") or "") or None, a["search"],
-                                           str(a.get("replace", ""))))  # fmt: skip
-            else:
-                calls.append(call)
-        try:
-            for edit in edits:
-                path = await self.apply_edit(edit, notes)
-                if path is not None and path not in wrote:
-                    wrote.append(path)
-            if self.unchanged and not wrote:
-                notes.append(
-                    "Nothing was changed: find what is wrong and give the file with the fix."
-                )
-            written = len(notes)
-            for call in calls:
-                await self.call_tool(call, notes)
-        except _Blocked as blocked:
-            # a repeat after a write of this reply: what was written is still checked (the
-            # 1.5B gave one function three times; the third was refused as a repeat, the
-            # write before it went unchecked, and the task ended `completed` with 14 tests
-            # failing)
-            if not wrote:
-                raise
-            notes.append(str(blocked))
-            return wrote, notes, True
-        notes += parsed.problems
-        refused = len(edits) - self.unchanged > len(wrote)  # a file given back as it is: no harm
-        return wrote, notes, refused or len(notes) > written
-
     # --- fresh attempts (retry.py) -------------------------------------------------------------
-
-    def changes_nothing(self, parsed: Reply) -> bool:
-        """Whether a reply, as a fix, changes no code: no call, and every edit (if any) gives
-        its file back as it runs now (only docstrings or comments moved), or would be refused
-        (a test file, dropped examples). After failing checks that is a fix that cannot fix:
-        the model copies its failed code, says it is right, or edits the checks instead."""
-        if parsed.tool_calls or (parsed.problems and not parsed.items):
-            return False
-        for edit in without_usage_examples(parsed.edits):
-            try:
-                done = resolve(edit, self.files, self.known, self.old_text, self.task_words)
-                old = self.old_text(done.path)
-            except (EditRefused, ToolError):
-                return False
-            if self.checks.guards(done.path):
-                continue  # refused: the checks are not the code to change
-            if old is None:
-                return False  # a new file
-            if self.checks.examples_judge() and dropped_examples(old, done.content):
-                continue  # refused: the examples are the checks
-            if old != done.content and not same_code(old, done.content, done.path):
-                return False
-        return True
 
     async def retry(self, reason: str) -> None:
         """Close the failing attempt, put its files back, and go back to the prompt that
         produced it; the next request samples it anew (`Retries.sampling`)."""
         point = self.retries.close(self.files, self.checks.failed_output())
-        self.rewind(point, reason, await self.put_back(point.before))
+        self.rewind(point, reason, await self.replies.put_back(point.before))
         await self.count_before()
 
     async def retry_instead(self, reason: str) -> bool:
@@ -728,27 +443,10 @@ class _Run:
         self.archived.append(self.packer.to_dict())  # the attempt stays in the session's record
         self.packer = self.packer.rewound(point.messages)
         self.rounds = point.rounds
-        self.guard = LoopGuard()
+        self.replies.guard = LoopGuard()
         self.failing = False
         self.emit(Retried(self.step, self.retries.used + 1, self.cfg.retries + 1, reason,
                           tuple(restored)))  # fmt: skip
-
-    async def put_back(self, texts: dict[str, str | None]) -> list[str]:
-        """Write each file back to `texts` (None: a file the attempt created, left as it is);
-        the paths written. Raises `_Stop` when the user cancels a write."""
-        written: list[str] = []
-        for path, text in texts.items():
-            if text is None or self.old_text(path) == text:
-                continue
-            result = await self.run_tool(Action("write_file", {"path": path, "content": text}))
-            if result is None:
-                raise _Stop("cancelled", "")
-            if result.ok:
-                self.files[path] = text
-                self.guard.changed()
-                self.emit(FileChanged(self.step, path, result.detail, "restored"))
-                written.append(path)
-        return written
 
     async def keep_best(self) -> bool:
         """At a failing end: put back the earlier attempt that failed fewest checks, when it
@@ -760,8 +458,8 @@ class _Run:
         put = False
         if best is not None:
             try:
-                written = await self.put_back(dict(best.files))
-            except _Stop:
+                written = await self.replies.put_back(dict(best.files))
+            except TaskStop:
                 return False
             put, self.kept = True, self.kept_words(best, bool(written))
         left = self.retries.created_besides(best)
@@ -780,8 +478,8 @@ class _Run:
         if best is None or best.failures is None:
             return
         shielded = anyio.CancelScope(shield=True)
-        with shielded, anyio.move_on_after(STOP_GRACE_S), contextlib.suppress(_Stop):
-            await self.put_back(dict(best.files))
+        with shielded, anyio.move_on_after(STOP_GRACE_S), contextlib.suppress(TaskStop):
+            await self.replies.put_back(dict(best.files))
 
     def kept_words(self, best: Attempt, written: bool) -> str:
         """What the files hold at a failing end (`written`: whether keeping `best` wrote any)."""
@@ -880,7 +578,7 @@ class _Run:
     async def run(self) -> tuple[Outcome, str, str]:
         try:
             outcome, summary, reason = await self.steps()
-        except _Stop as stop:
+        except TaskStop as stop:
             outcome, summary, reason = stop.outcome, "", stop.reason
         except anyio.get_cancelled_exc_class():
             await self.keep_best_when_stopped()
@@ -921,7 +619,7 @@ class _Run:
             self.reply_at = len(self.packer.messages)
             self.packer.add_assistant(reply.text)
             parsed = finish_as_prose(parse_reply(reply.text))
-            if self.failing and self.changes_nothing(parsed):
+            if self.failing and self.replies.changes_nothing(parsed):
                 if self.retries.can_retry():
                     await self.retry("the fix changed nothing of the code that failed its checks")
                     continue
@@ -939,19 +637,13 @@ class _Run:
                     return self.ending(parsed.prose)
                 pending = (nudge + self.tail(), "repair")
                 continue
-            key = {"sha256": hashlib.sha256(reply.text.strip().encode()).hexdigest()[:16]}
             try:
-                verdict = self.guard.check(REPLY, key) if parsed.edits else "run"
-                if verdict != "run":  # the same edits again: refused again, or changing nothing
-                    self.blocked(REPLY, key, verdict)
-                wrote, notes, open_ends = await self.run_reply(parsed)
-                if parsed.edits:
-                    self.guard.record(REPLY, key, True, notes[0] if notes else "")
-            except _Stop as stop:
+                wrote, notes, open_ends = await self.replies.run(parsed, reply.text)
+            except TaskStop as stop:
                 if stop.outcome == "stuck" and await self.retry_instead(stop.reason):
                     continue
                 return stop.outcome, "", stop.reason
-            except _Blocked as blocked:
+            except ReplyBlocked as blocked:
                 pending = (str(blocked) + self.tail(), "note")
                 continue
             if not parsed.items or (parsed.problems and not wrote and not parsed.tool_calls):
@@ -1002,18 +694,6 @@ def finish_as_prose(parsed: Reply) -> Reply:
     items = [i for i in parsed.items if i not in finishes]
     prose = "\n\n".join(p for p in (parsed.prose, *said) if p.strip())
     return Reply(items, prose, parsed.problems, parsed.cut_off)
-
-
-class _Stop(Exception):
-    """Ends the task from inside a step: `outcome`, with `reason`."""
-
-    def __init__(self, outcome: Outcome, reason: str) -> None:
-        super().__init__(reason)
-        self.outcome, self.reason = outcome, reason
-
-
-class _Blocked(Exception):
-    """A repeated call was refused; the message goes to the model instead of any result."""
 
 
 async def compact_ahead(

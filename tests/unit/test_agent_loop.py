@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from fusion_tui.agent import loop as loop_mod
 from fusion_tui.agent.deadline import CancelToken
 from fusion_tui.agent.events import (
     RequestDone,
@@ -20,6 +19,7 @@ from fusion_tui.agent.events import (
 from fusion_tui.agent.loop import run_task
 from fusion_tui.agent.task import AgentConfig
 from fusion_tui.agent.tools import ToolResult
+from fusion_tui.agent.tools.registry import RUNNERS
 from tests.fakes.clock import FakeClock
 from tests.unit.test_agent_fakes import FakeSlots, Say, Script, act, make_deps
 
@@ -205,7 +205,7 @@ async def test_ceiling_while_a_tool_runs_lets_the_tool_finish(
         clock.advance(PAST_CEILING)  # the tool outlives the steps' ceiling
         return ToolResult(True, "slow result")
 
-    monkeypatch.setitem(loop_mod.RUNNERS, "list_dir", slow_tool)
+    monkeypatch.setitem(RUNNERS, "list_dir", slow_tool)
     script = Script(clock, [act("list_dir"), act("finish", summary="after tool")])
     events: list[Any] = []
     res = await run_task("t", session_id="s", deps=make_deps(ws, script, events=events))
@@ -224,7 +224,7 @@ async def test_a_tool_that_outlives_the_tasks_end_leaves_no_time_for_a_summary(
         clock.advance(2.5 * HOUR)
         return ToolResult(True, "slow result")
 
-    monkeypatch.setitem(loop_mod.RUNNERS, "list_dir", slow_tool)
+    monkeypatch.setitem(RUNNERS, "list_dir", slow_tool)
     script = Script(clock, [act("list_dir")])
     res = await run_task("t", session_id="s", deps=make_deps(ws, script))
     assert res.outcome == "time_ceiling" and len(script.bodies) == 1  # the deadline holds
