@@ -1,10 +1,12 @@
 """The step loop: a reply per step, its edits and tool calls run, checks, honest endings.
 
 A step is one reply of the model in its own format (`reply.py`): code blocks that change files
-and `<tool_call>`s to read, search or run. The loop applies the edits (`edits.py`: which file,
-whole or merged), runs the calls, and after a step that changed files checks them (`checks.py`:
-the Python compiles, the task's test command passes), sending a failure back for up to
-`test_rounds` rounds. The task's first message carries the files it is about (`chat_files.py`).
+and `<tool_call>`s to read, search or run. Its collaborators: `ReplyRunner` writes the edits
+(`edits.py`: which file, whole or merged) and runs the calls; `TaskChecks` checks a step that
+changed files (`checks.py`: the Python compiles, the task's test command passes), a failure
+going back for up to `test_rounds` rounds; `TranscriptCompactor` says when the transcript must
+be summarised; `Retries` keeps the attempts a failing task can go back to. The task's first
+message carries the files it is about (`chat_files.py`).
 
 Outcomes: `completed` (changes made and checked, or an answer to a question), `no_change` (the
 task asked for a change and no file changed), `tests_failed` (files changed, the tests still fail
