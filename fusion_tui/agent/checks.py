@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from fusion_tui.agent.example_runner import FOR_OUTPUT, INPUT, OUTPUT, STATED
+from fusion_tui.agent.test_mismatches import mismatch_digest
 
 TAIL_LINES = 60
 """Lines of the test output the model is shown (the end of a failing run says most)."""
@@ -290,7 +291,11 @@ def test_feedback(command: str, exit: int | None, output_tail: str, rounds_left:
     more = "Fix the code so that the tests pass: give the corrected file(s) in full."
     if rounds_left <= 0:
         more += " The tests run once more after this fix, for the last time."
-    return f"The tests `{command}` {how}. The end of the output:\n```\n{output_tail}\n```\n{more}"
+    digest = mismatch_digest(output_tail)
+    return (
+        f"The tests `{command}` {how}. The end of the output:\n```\n{output_tail}\n```\n"
+        f"{digest}{more}"
+    )
 
 
 def syntax_feedback(problems: list[str]) -> str:
