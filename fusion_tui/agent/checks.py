@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from fusion_tui.agent.example_runner import FOR_OUTPUT, INPUT, OUTPUT, STATED
-from fusion_tui.agent.test_mismatches import mismatch_digest
+from fusion_tui.agent.test_mismatches import Reader, mismatch_digest
 
 TAIL_LINES = 60
 """Lines of the test output the model is shown (the end of a failing run says most)."""
@@ -285,13 +285,20 @@ def tail(text: str, lines: int = TAIL_LINES, chars: int = TAIL_CHARS) -> str:
     return kept if len(kept) <= chars else "…" + kept[-chars:]
 
 
-def test_feedback(command: str, exit: int | None, output_tail: str, rounds_left: int) -> str:
-    """The message that tells the model its change failed the tests (`exit` None: timed out)."""
+def test_feedback(
+    command: str,
+    exit: int | None,
+    output_tail: str,
+    rounds_left: int,
+    read: Reader | None = None,
+) -> str:
+    """The message that tells the model its change failed the tests (`exit` None: timed out);
+    `read` gives a test file's text, for the digest of what the tests got and expected."""
     how = "timed out" if exit is None else f"failed (exit code {exit})"
     more = "Fix the code so that the tests pass: give the corrected file(s) in full."
     if rounds_left <= 0:
         more += " The tests run once more after this fix, for the last time."
-    digest = mismatch_digest(output_tail)
+    digest = mismatch_digest(output_tail, read)
     return (
         f"The tests `{command}` {how}. The end of the output:\n```\n{output_tail}\n```\n"
         f"{digest}{more}"

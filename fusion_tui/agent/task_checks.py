@@ -36,7 +36,9 @@ from fusion_tui.agent.checks import (
 from fusion_tui.agent.events import Outcome, TestRan
 from fusion_tui.agent.task import AgentConfig
 from fusion_tui.agent.tools import ToolContext
+from fusion_tui.agent.tools.files import read_text
 from fusion_tui.agent.tools.shell import execute
+from fusion_tui.agent.tools.workspace import ToolError
 from fusion_tui.clock import Clock
 
 PROSE_SUFFIXES = (".md", ".txt", ".rst")
@@ -130,7 +132,9 @@ class TaskChecks:
         if self.cfg.test_cmd:
             tests = await self.run_tests(round_)
             if not tests.ok:
-                return test_feedback(tests.command, tests.exit, tests.tail, rounds_left)
+                return test_feedback(
+                    tests.command, tests.exit, tests.tail, rounds_left, self.test_text
+                )
             return await self.check_given(round_, rounds_left)
         own = self.own_check()
         if own is None:
@@ -144,8 +148,16 @@ class TaskChecks:
                 return None
             return examples_feedback(run.command, run.exit, run.tail, rounds_left)
         if failed:
-            return test_feedback(run.command, run.exit, run.tail, rounds_left)
+            return test_feedback(run.command, run.exit, run.tail, rounds_left, self.test_text)
         return await self.check_given(round_, rounds_left)
+
+    def test_text(self, path: str) -> str | None:
+        """A test file's text, as the test runner named it (for the feedback's digest)."""
+        try:
+            text, _size, truncated = read_text(self.ctx, path)
+        except (ToolError, OSError):
+            return None
+        return None if truncated else text
 
     async def check_given(self, round_: int, rounds_left: int) -> str | None:
         """The task's examples, checked once the tests pass: the tests may not cover what the

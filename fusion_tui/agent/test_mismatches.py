@@ -7,13 +7,15 @@ largest-series-product, gave its failing code back word for word: which side was
 is not said anywhere in that output. Here each failed comparison of two literals becomes one
 line, "got X, expected Y": the expected side is the one whose value is written in the test's
 source line shown above it (a comparison whose sides cannot be told apart is left out), and two
-strings also say where they first differ.
+strings also say where they first differ. A statement that spans lines (`self.assertEqual(` and
+its arguments below) is read whole from the test file, when the runner named the file and line.
 """
 
 from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 from typing import Any
 
 from fusion_tui.agent.example_runner import first_difference
@@ -21,11 +23,18 @@ from fusion_tui.agent.example_runner import first_difference
 MAX_SHOWN = 6
 """Comparisons listed at most: a few distinct ones say what is wrong; more repeat it."""
 
-_UNITTEST = re.compile(r"^(?:E\s+)?AssertionError: (?P<left>.+) != (?P<right>.+)$")
+_UNITTEST = re.compile(r"^(?:E\s+)?AssertionError: (?:\w+ differ: )?(?P<left>.+) != (?P<right>.+)$")
+"""unittest's `'a' != 'b'`, and `Lists differ: [1] != [2]` for containers."""
 _PYTEST = re.compile(r"^E\s+(?:AssertionError: )?assert (?P<left>.+) == (?P<right>.+)$")
 _TEST_HEADER = re.compile(r"^_{3,} (?:\S+\.)?(?P<name>test\w*) _{3,}$")
 """pytest's header over one failure: `____ ClassTest.test_name ____`."""
 _UNITTEST_HEADER = re.compile(r"^FAIL: (?P<name>test\w*) ")
+_PLACE = re.compile(r"^(?P<path>[\w./-]+\.py):(?P<line>\d+): in test\w*$")
+"""pytest's `--tb=short` line over the source line: `saddle_points_test.py:19: in test_x`."""
+_UNITTEST_PLACE = re.compile(r'^File "(?P<path>[^"]+\.py)", line (?P<line>\d+), in test\w*$')
+
+Reader = Callable[[str], str | None]
+"""A test file's text by the path the runner printed; None when it cannot be read."""
 
 
 def literal(text: str) -> tuple[bool, Any]:
@@ -36,11 +45,11 @@ def literal(text: str) -> tuple[bool, Any]:
         return False, None
 
 
-def written_values(line: str) -> list[Any]:
-    """The literal values written in a source line (a call's arguments, an assert's sides);
-    [] when the line is not a whole statement (the first line of a call that goes on)."""
+def written_values(source: str) -> list[Any]:
+    """The literal values written in a statement (a call's arguments, an assert's sides);
+    [] when it is not a whole statement (the first line of a call that goes on)."""
     try:
-        tree = ast.parse(line.strip())
+        tree = ast.parse(source.strip())
     except SyntaxError:
         return []
     values: list[Any] = []
@@ -50,6 +59,42 @@ def written_values(line: str) -> list[Any]:
             if ok:
                 values.append(value)
     return values
+
+
+def statement_at(text: str, line: int) -> str:
+    """The source of the innermost statement of `text` that starts at `line`; "" when none."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return ""
+    found = ""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.stmt) and node.lineno == line and not hasattr(node, "body"):
+            found = ast.get_source_segment(text, node) or ""
+    return found
+
+
+def failing_statement(lines: list[str], at: int, read: Reader | None) -> str:
+    """The test's statement that failed for the `E` line at `at`: the source line above it, or,
+    when that line does not parse alone, the statement read from the test file at the place
+    the runner printed."""
+    shown = source_line(lines, at)
+    if not read or written_values(shown) or _parses(shown):
+        return shown
+    for line in reversed(lines[:at]):
+        place = _PLACE.match(line.strip()) or _UNITTEST_PLACE.match(line.strip())
+        if place:
+            text = read(place.group("path"))
+            return statement_at(text, int(place.group("line"))) if text else shown
+    return shown
+
+
+def _parses(source: str) -> bool:
+    try:
+        ast.parse(source.strip())
+    except SyntaxError:
+        return False
+    return True
 
 
 def source_line(lines: list[str], at: int) -> str:
@@ -62,9 +107,10 @@ def source_line(lines: list[str], at: int) -> str:
     return ""
 
 
-def mismatches(output: str) -> list[str]:
+def mismatches(output: str, read: Reader | None = None) -> list[str]:
     """One line per failed comparison whose expected side can be told: "name: got X, expected
-    Y" (at most `MAX_SHOWN`, repeats left out)."""
+    Y" (at most `MAX_SHOWN`, repeats left out). `read` gives a test file's text, for a
+    statement that spans lines."""
     lines = output.splitlines()
     found: list[str] = []
     seen: set[str] = set()
@@ -80,7 +126,7 @@ def mismatches(output: str) -> list[str]:
         (ok_l, left), (ok_r, right) = literal(m.group("left")), literal(m.group("right"))
         if not (ok_l and ok_r) or left == right:
             continue
-        written = written_values(source_line(lines, i))
+        written = written_values(failing_statement(lines, i, read))
         left_written, right_written = left in written, right in written
         if left_written == right_written:
             continue
@@ -95,9 +141,9 @@ def mismatches(output: str) -> list[str]:
     return found
 
 
-def mismatch_digest(output: str) -> str:
+def mismatch_digest(output: str, read: Reader | None = None) -> str:
     """The failed comparisons as a short list for the model ("" when none can be told)."""
-    found = mismatches(output)
+    found = mismatches(output, read)
     if not found:
         return ""
     listed = "\n".join(f"- {f}" for f in found)

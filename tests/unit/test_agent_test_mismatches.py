@@ -82,3 +82,45 @@ def test_the_test_feedback_carries_the_digest_only_when_there_is_one() -> None:
     assert mismatch_digest(PYTEST_UNITTEST_STYLE) in said
     assert "what the failing tests got and what they expected" in said
     assert "got and what they expected" not in checks.test_feedback("pytest -q", 1, "1 failed", 1)
+
+
+SPANNING = """\
+____________ SaddlePointsTest.test_can_identify_single_saddle_point ____________
+saddle_points_test.py:19: in test_can_identify_single_saddle_point
+    self.assertEqual(
+E   AssertionError: Lists differ: [{'row': 1, 'column': 0}] != [{'row': 2, 'column': 1}]
+E
+E   First differing element 0:
+"""
+
+SADDLE_TEST = """\
+import unittest
+
+
+class SaddlePointsTest(unittest.TestCase):
+    def test_can_identify_single_saddle_point(self):
+        matrix = [[9, 8, 7], [5, 3, 2], [6, 6, 7]]
+        self.assertEqual(
+            sorted_points(saddle_points(matrix)),
+            sorted_points([{"row": 2, "column": 1}]),
+        )
+"""
+
+
+def test_a_statement_over_several_lines_is_read_from_the_test_file() -> None:
+    lines = SADDLE_TEST.splitlines()
+    at = next(i for i, line in enumerate(lines, 1) if "self.assertEqual(" in line)
+    output = SPANNING.replace("saddle_points_test.py:19:", f"saddle_points_test.py:{at}:")
+    asked: list[str] = []
+
+    def read(path: str) -> str | None:
+        asked.append(path)
+        return SADDLE_TEST
+
+    assert mismatches(output) == []  # the first line alone says nothing
+    assert mismatches(output, read) == [
+        "test_can_identify_single_saddle_point: got [{'row': 1, 'column': 0}], "
+        "expected [{'row': 2, 'column': 1}]"
+    ]
+    assert asked == ["saddle_points_test.py"]
+    assert mismatches(output, lambda path: None) == []
