@@ -26,8 +26,9 @@ MAX_SHOWN = 6
 _UNITTEST = re.compile(r"^(?:E\s+)?AssertionError: (?:\w+ differ: )?(?P<left>.+) != (?P<right>.+)$")
 """unittest's `'a' != 'b'`, and `Lists differ: [1] != [2]` for containers."""
 _PYTEST = re.compile(r"^E\s+(?:AssertionError: )?assert (?P<left>.+) == (?P<right>.+)$")
-_TEST_HEADER = re.compile(r"^_{3,} (?:\S+\.)?(?P<name>test\w*) _{3,}$")
-"""pytest's header over one failure: `____ ClassTest.test_name ____`."""
+_TEST_HEADER = re.compile(r"^_+ (?:\S+\.)?(?P<name>test\w*) _+$")
+"""pytest's header over one failure: `____ ClassTest.test_name ____` (one `_` a side for a long
+name)."""
 _UNITTEST_HEADER = re.compile(r"^FAIL: (?P<name>test\w*) ")
 _PLACE = re.compile(r"^(?P<path>[\w./-]+\.py):(?P<line>\d+): in test\w*$")
 """pytest's `--tb=short` line over the source line: `saddle_points_test.py:19: in test_x`."""

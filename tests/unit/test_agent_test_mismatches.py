@@ -124,3 +124,11 @@ def test_a_statement_over_several_lines_is_read_from_the_test_file() -> None:
     ]
     assert asked == ["saddle_points_test.py"]
     assert mismatches(output, lambda path: None) == []
+
+
+def test_each_comparison_is_named_by_its_own_test_even_under_a_short_header() -> None:
+    long_name = PLAIN_ASSERT.replace("_____ test_pairs ______", "_ Suite.test_a_long_name _")
+    assert mismatches(PLAIN_ASSERT + long_name.replace("12", "13")) == [
+        "test_pairs: got 12, expected 18",
+        "test_a_long_name: got 13, expected 18",
+    ]
