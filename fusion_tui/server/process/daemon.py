@@ -51,6 +51,7 @@ from fusion_tui.server.process.probe import (
     for_record,
     load_probe,
     measure_throughput,
+    measured_alone,
     probe_path,
     save_probe,
 )
@@ -346,13 +347,19 @@ class ManagedDaemon:
         return record
 
     async def measure(self, record: LaunchRecord, say: StatusCallback) -> ProbeResult | None:
-        """The bounded throughput probe on a fresh launch, saved with the record."""
+        """The bounded throughput probe on a fresh launch, saved with the record; run when the
+        server is quiet (`measured_alone`), so a request sent at once waits for no probe."""
         say("measuring throughput")
         async with LlamaClient(record.url) as client:
             try:
-                result = await measure_throughput(client, bound=PROBE_BOUND_S)
+                result = await measured_alone(
+                    client, lambda: measure_throughput(client, bound=PROBE_BOUND_S)
+                )
             except ServerError as exc:
                 say(f"throughput probe failed: {exc}")
+                return None
+            if result is None:
+                say("throughput probe skipped: the server was never quiet")
                 return None
         stamped = for_record(result, record)
         save_probe(self.paths.daemon_dir, stamped)

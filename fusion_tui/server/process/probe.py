@@ -120,6 +120,69 @@ async def measure_throughput(
     )
 
 
+QUIET_S = 3.0
+"""The server must have been idle this long before the probe runs: a probe beside a request
+measures neither (seen in the TUI on two cores: a task typed during the load went the moment the
+server was ready, the probe beside it reported ~3.6 tok/s where the model writes ~10, and the
+task's first step waited for the probe's tokens)."""
+QUIET_POLL_S = 1.0
+QUIET_WAIT_S = 900.0
+"""Past this long without a quiet moment the probe gives up for this launch."""
+
+
+async def wait_quiet(
+    client: LlamaClient,
+    *,
+    quiet_s: float = QUIET_S,
+    poll_s: float = QUIET_POLL_S,
+    give_up_s: float = QUIET_WAIT_S,
+    clock: Callable[[], float] = time.monotonic,
+) -> bool:
+    """Wait until no slot has processed anything for `quiet_s` (polling `/slots`); whether it
+    came within `give_up_s`. A server whose `/slots` cannot be read counts as quiet: there is
+    nothing to wait for that can be seen."""
+    start = clock()
+    quiet_since: float | None = None
+    while True:
+        now = clock()
+        try:
+            busy = any(s.is_processing for s in await client.slots())
+        except Exception:  # no /slots (switched off, an old build): measure as before
+            return True
+        if busy:
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = now
+        if quiet_since is not None and now - quiet_since >= quiet_s:
+            return True
+        if now - start >= give_up_s:
+            return False
+        await anyio.sleep(poll_s)
+
+
+async def measured_alone(
+    client: LlamaClient,
+    measure: Callable[[], Any],
+    *,
+    tries: int = 3,
+    **quiet: Any,
+) -> ProbeResult | None:
+    """`measure()` run when the server is quiet (`wait_quiet`), and run again (at most `tries`
+    times) when another request was processing as it ended; None when no quiet moment came or
+    every try shared the server."""
+    for _ in range(tries):
+        if not await wait_quiet(client, **quiet):
+            return None
+        result: ProbeResult = await measure()
+        try:
+            shared = any(s.is_processing for s in await client.slots())
+        except Exception:  # cannot be told: the figure stands
+            return result
+        if not shared:
+            return result
+    return None
+
+
 def _partial(stamps: list[float], bound: float) -> ProbeResult:
     if len(stamps) < 2 or stamps[-1] <= stamps[0]:
         raise ProtocolError(
