@@ -1,12 +1,13 @@
 """Provides the throughput probe: one fixed 64-token completion, timed by the server itself.
 
 Run once when the managed server becomes ready (not on adopt), beside the app (the first turn
-need not wait for it), saved next to the pid file and read back lazily, so the ready line and
-`status` can say "~95 tok/s single stream" without measuring again. The number is the server's
-`timings.predicted_per_second` (decode only, first token excluded in this build), so the client's
-event loop never skews it. On a loaded machine the probe is bounded in time: when the bound hits,
-the rate of the tokens received so far (client clock, first token excluded) is reported, marked
-`partial`.
+need not wait for it) and only while the server is quiet (`measured_alone`: a request goes
+first, and a figure measured beside one is not kept), saved next to the pid file and read back
+lazily, so the ready line and `status` can say "~95 tok/s single stream" without measuring
+again. The number is the server's `timings.predicted_per_second` (decode only, first token
+excluded in this build), so the client's event loop never skews it. On a loaded machine the
+probe is bounded in time: when the bound hits, the rate of the tokens received so far (client
+clock, first token excluded) is reported, marked `partial`.
 """
 
 from __future__ import annotations
