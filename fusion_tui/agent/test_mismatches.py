@@ -56,9 +56,10 @@ def written_values(source: str) -> list[Any]:
     values: list[Any] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant | ast.List | ast.Tuple | ast.Dict | ast.Set):
-            ok, value = literal(ast.unparse(node))
-            if ok:
-                values.append(value)
+            try:
+                values.append(ast.literal_eval(node))
+            except (ValueError, TypeError, MemoryError, RecursionError):
+                continue  # a container with names in it
     return values
 
 
@@ -80,7 +81,7 @@ def failing_statement(lines: list[str], at: int, read: Reader | None) -> str:
     when that line does not parse alone, the statement read from the test file at the place
     the runner printed."""
     shown = source_line(lines, at)
-    if not read or written_values(shown) or _parses(shown):
+    if not read or _parses(shown):
         return shown
     for line in reversed(lines[:at]):
         place = _PLACE.match(line.strip()) or _UNITTEST_PLACE.match(line.strip())

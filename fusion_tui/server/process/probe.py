@@ -16,7 +16,7 @@ import functools
 import math
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -163,7 +163,7 @@ async def wait_quiet(
 
 async def measured_alone(
     client: LlamaClient,
-    measure: Callable[[], Any],
+    measure: Callable[[], Awaitable[ProbeResult]],
     *,
     tries: int = 3,
     **quiet: Any,
@@ -174,7 +174,7 @@ async def measured_alone(
     for _ in range(tries):
         if not await wait_quiet(client, **quiet):
             return None
-        result: ProbeResult = await measure()
+        result = await measure()
         try:
             shared = any(s.is_processing for s in await client.slots())
         except Exception:  # cannot be told: the figure stands
