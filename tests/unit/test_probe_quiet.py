@@ -52,8 +52,9 @@ async def test_a_server_without_slots_counts_as_quiet() -> None:
 
 async def test_a_figure_measured_beside_another_request_is_measured_again() -> None:
     clock = [0.0]
-    # quiet for the first try, busy as it ends; quiet again, and alone at the end
-    client = Slots([False] * 4 + [True] + [False] * 4 + [False], clock)
+    # quiet for the first try, a slot busy through the settling time after it; quiet again,
+    # and alone at the end
+    client = Slots([False] * 4 + [True] * 3 + [False] * 4 + [False], clock)
     figures = iter([3.6, 10.4, 3.0, 3.0, 3.0])
 
     async def measure() -> ProbeResult:
@@ -63,6 +64,20 @@ async def test_a_figure_measured_beside_another_request_is_measured_again() -> N
     assert got is not None and got.tok_s == 10.4
 
     clock = [0.0]
-    busy_each_end = Slots(([False] * 4 + [True]) * 3, clock)
+    busy_each_end = Slots(([False] * 4 + [True] * 3) * 3, clock)
     got = await measured_alone(busy_each_end, measure, **fast(clock))  # type: ignore[arg-type]
     assert got is None  # three tries, each shared: no figure rather than a wrong one
+
+
+async def test_the_probe_s_own_request_winding_down_is_not_a_neighbour() -> None:
+    """A probe cut at its bound leaves its slot decoding until the server sees the closed
+    connection: busy for a poll or two after the probe, then idle, is the probe alone."""
+    clock = [0.0]
+    client = Slots([False] * 4 + [True, True, False], clock)
+
+    async def measure() -> ProbeResult:
+        return ProbeResult(tok_s=3.3, predicted_n=5, predicted_ms=1.0, partial=True)
+
+    got = await measured_alone(client, measure, **fast(clock))  # type: ignore[arg-type]
+    assert got is not None and got.tok_s == 3.3
+    assert client.calls == 7  # one try: four quiet polls, then settled at the third

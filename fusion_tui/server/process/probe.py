@@ -175,13 +175,41 @@ async def measured_alone(
         if not await wait_quiet(client, **quiet):
             return None
         result = await measure()
-        try:
-            shared = any(s.is_processing for s in await client.slots())
-        except Exception:  # cannot be told: the figure stands
-            return result
-        if not shared:
+        if await _ends_alone(client, **quiet):
             return result
     return None
+
+
+SETTLE_S = 2.0
+"""How long the probe's own request may take to leave its slot once the probe stopped reading:
+a probe cut at its bound leaves the server decoding until it notices the closed connection (at
+its next token), so a slot still busy right after the probe is not yet proof of a neighbour."""
+SETTLE_POLL_S = 0.2
+
+
+async def _ends_alone(
+    client: LlamaClient,
+    *,
+    settle_s: float = SETTLE_S,
+    poll_s: float = QUIET_POLL_S,
+    clock: Callable[[], float] = time.monotonic,
+    **_: Any,
+) -> bool:
+    """Whether every slot is idle within `settle_s` of the probe's end; a slot processing past
+    that is another request's, and the figure was measured beside it. Unreadable `/slots`
+    cannot tell: the figure stands."""
+    start = clock()
+    while True:
+        now = clock()
+        try:
+            busy = any(s.is_processing for s in await client.slots())
+        except Exception:
+            return True
+        if not busy:
+            return True
+        if now - start >= settle_s:
+            return False
+        await anyio.sleep(min(poll_s, SETTLE_POLL_S))
 
 
 def _partial(stamps: list[float], bound: float) -> ProbeResult:
