@@ -551,6 +551,9 @@ class _Run:
         )
         if self.failing:  # said, or the summary claims the tests pass (the 1.5B did)
             why += f"; {self.failed_reason_now()}"
+        elif self.retries.attempts and self.retries.point is None:  # a fresh one, not written
+            n = len(self.retries.attempts)
+            why += f"; the {n} attempt(s) before this one failed the checks and were undone"
         note = f"{why}. In a few sentences, say what was done and what remains; no code."
         if pending is not None:
             self.packer.add_user(f"{pending[0]}\n\n{note}", kind=pending[1])

@@ -390,6 +390,27 @@ async def test_a_task_out_of_time_with_failing_tests_says_so_to_the_summary_and_
     assert res.error.startswith("the tests still fail (exit code 1)")
 
 
+async def test_out_of_time_in_a_fresh_attempt_the_summary_hears_the_earlier_ones_failed(
+    tmp_path: Path,
+) -> None:
+    """Seen on Exercism's state-of-tic-tac-toe: an attempt failed 4 tests and was undone, the
+    fresh one ran into the ceiling before it wrote, and the summary, told only that time was up,
+    said "the function correctly determined the state of the game"."""
+    from fusion_tui.agent.approval import HeadlessApprover
+    from tests.unit.test_agent_fakes import edit
+
+    (tmp_path / "sol.py").write_text("def f():\n    return 0\n")
+    clock = FakeClock(start=1000.0)
+    wrong = edit("sol.py", "def f():\n    return 1\n")
+    script = Script(clock, [wrong, wrong, Say(hang_before=PAST_CEILING), Say("f is not finished.")])
+    deps = make_deps(tmp_path, script, approver=HeadlessApprover(yes=True))
+    config = AgentConfig(test_cmd="python3 -c 'raise SystemExit(1)'")
+    res = await run_task("make f right", session_id="s", deps=deps, config=config)
+    assert res.outcome == "time_ceiling"
+    asked = script.bodies[-1]["prompt"].rsplit("user", 1)[1]
+    assert "the 1 attempt(s) before this one failed the checks and were undone" in asked
+
+
 async def test_tests_that_hang_are_stopped_at_the_tasks_ceiling(tmp_path: Path) -> None:
     """Code that loops forever made camicia's tests hang: the run took its own 300 s timeout and
     held a 300 s task to 316 s. A check now gets no more than the time left to the ceiling."""
