@@ -30,9 +30,11 @@ _TEST_HEADER = re.compile(r"^_+ (?:\S+\.)?(?P<name>test\w*) _+$")
 """pytest's header over one failure: `____ ClassTest.test_name ____` (one `_` a side for a long
 name)."""
 _UNITTEST_HEADER = re.compile(r"^FAIL: (?P<name>test\w*) ")
-_PLACE = re.compile(r"^(?P<path>[\w./-]+\.py):(?P<line>\d+): in test\w*$")
+_PLACE = re.compile(r"^(?P<path>[\w./-]+\.py):(?P<line>\d+): in (?P<name>test\w*)$")
 """pytest's `--tb=short` line over the source line: `saddle_points_test.py:19: in test_x`."""
-_UNITTEST_PLACE = re.compile(r'^File "(?P<path>[^"]+\.py)", line (?P<line>\d+), in test\w*$')
+_UNITTEST_PLACE = re.compile(
+    r'^File "(?P<path>[^"]+\.py)", line (?P<line>\d+), in (?P<name>test\w*)$'
+)
 
 Reader = Callable[[str], str | None]
 """A test file's text by the path the runner printed; None when it cannot be read."""
@@ -119,6 +121,8 @@ def mismatches(output: str, read: Reader | None = None) -> list[str]:
     name = ""
     for i, line in enumerate(lines):
         header = _TEST_HEADER.match(line.strip()) or _UNITTEST_HEADER.match(line.strip())
+        if not name and not header:  # the first failure's header can be cut from the tail
+            header = _PLACE.match(line.strip()) or _UNITTEST_PLACE.match(line.strip())
         if header:
             name = header.group("name")
             continue

@@ -132,3 +132,9 @@ def test_each_comparison_is_named_by_its_own_test_even_under_a_short_header() ->
         "test_pairs: got 12, expected 18",
         "test_a_long_name: got 13, expected 18",
     ]
+
+
+def test_a_comparison_whose_header_was_cut_is_named_by_its_test_line() -> None:
+    """The feedback shows the end of the output: its first failure can lose its header."""
+    cut = PLAIN_ASSERT.replace("_____ test_pairs ______\n", "…rder _\n")
+    assert mismatches(cut) == ["test_pairs: got 12, expected 18"]
