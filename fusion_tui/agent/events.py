@@ -122,7 +122,8 @@ class RepeatBlocked:
     result could not differ); `times`: how often it was made, this time included.
 
     `stuck` False: the model got the corrective message `message` instead of the call's result;
-    True: it repeated the call after that, and the task ends with the outcome `stuck`.
+    True: it repeated the call after that, and the task is stuck: it ends so, unless a fresh
+    attempt takes over (a `Retried` event follows).
     """
 
     step: int
@@ -132,6 +133,18 @@ class RepeatBlocked:
     times: int
     message: str
     stuck: bool = False
+
+    def shown(self) -> tuple[str, dict[str, Any]]:
+        """The name and arguments a user reads: a whole reply given again is "the same edits",
+        not the guard's key for it (a hash)."""
+        if self.name == WHOLE_REPLY:
+            return "the same edits", {}
+        return self.name, dict(self.args)
+
+
+WHOLE_REPLY = "reply"
+"""The loop guard's name for a whole reply: one given again word for word, with nothing changed
+since, is a loop like a repeated call (seen: thirty identical refused blocks)."""
 
 
 @dataclass(frozen=True)

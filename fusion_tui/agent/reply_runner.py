@@ -26,6 +26,7 @@ from fusion_tui.agent.edits import (
     without_usage_examples,
 )
 from fusion_tui.agent.events import (
+    WHOLE_REPLY,
     EventSink,
     FileChanged,
     Outcome,
@@ -44,9 +45,7 @@ from fusion_tui.agent.tools.registry import RUNNERS
 from fusion_tui.agent.tools.workspace import ToolError
 from fusion_tui.clock import Clock
 
-REPLY = "reply"
-"""The loop guard's name for a whole reply: one given again word for word, with nothing changed
-since, is a loop like a repeated call (seen: thirty identical refused blocks)."""
+REPLY = WHOLE_REPLY
 
 
 class TaskStop(Exception):

@@ -102,10 +102,11 @@ def reply_events(event: AgentEvent) -> list[ReplyEvent]:
     if isinstance(event, StepFailed):
         return [Notice(f"step {event.step}: no valid action ({event.error})")]
     if isinstance(event, RepeatBlocked):  # the loop guard: shown as a failed, unrun call
-        verdict = "task stopped (stuck)" if event.stuck else "not run again"
+        verdict = "stuck" if event.stuck else "not run again"
         note = f"made {event.times}× · {verdict}"
-        block = ToolBlock(event.name, dict(event.args), event.message, False, note=note)
-        return [Notice(f"step {event.step}: {event.name} repeated · {verdict}"), block]
+        name, args = event.shown()
+        block = ToolBlock(name, args, event.message, False, note=note)
+        return [Notice(f"step {event.step}: {name} repeated · {verdict}"), block]
     if isinstance(event, Retried):
         return [Notice(f"attempt {event.attempt} of {event.attempts}: {retry_line(event)}")]
     if isinstance(event, TranscriptCompacted):

@@ -166,8 +166,8 @@ def describe(event: AgentEvent) -> str:
     if isinstance(event, Retried):
         return f"  attempt {event.attempt} of {event.attempts}: {retry_line(event)}"
     if isinstance(event, RepeatBlocked):
-        verdict = "the task ends stuck" if event.stuck else "not run again"
-        return f"  {event.name} repeated with nothing changed since: {verdict}"
+        verdict = "stuck" if event.stuck else "not run again"
+        return f"  {event.shown()[0]} repeated with nothing changed since: {verdict}"
     if isinstance(event, FileChanged):
         return f"  changed {event.path}:\n" + "\n".join(
             "    " + line for line in event.diff.rstrip("\n").split("\n")

@@ -145,8 +145,8 @@ def test_a_live_step_being_written(snap_compare: Any) -> None:
 
 def test_the_loop_guard_and_the_stuck_outcome(snap_compare: Any) -> None:
     """You should see three `✗ list_dir(path=hello.txt) · 1 ms` blocks, then
-    `✗ list_dir(path=hello.txt) · same error 3× · not run again` and `… · task stopped
-    (stuck)`, and below the answer the footnote "stuck · 5 steps · list_dir …" in the
+    `✗ list_dir(path=hello.txt) · same error 3× · not run again` and `… · stuck`,
+    and below the answer the footnote "stuck · 5 steps · list_dir …" in the
     warning colour."""
     from tests.tui.live_step_backend import GUARD_TURN, LiveStepBackend
 

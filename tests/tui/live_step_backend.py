@@ -57,7 +57,7 @@ GUARD_TURN: list[ReplyEvent | object] = [
         {"path": "hello.txt"},
         "### list_dir not run",
         False,
-        note="same error 3× · task stopped (stuck)",
+        note="same error 3× · stuck",
     ),
     ReplyDone(
         "stuck",

@@ -65,7 +65,7 @@ async def test_refused_calls_and_the_stuck_outcome_are_shown() -> None:
         blocks = list(app.screen.query(ToolCallBlock))
         titles = [str(b.title) for b in blocks]
         assert titles[3].endswith("· same error 3× · not run again")
-        assert titles[4].endswith("· task stopped (stuck)")
+        assert titles[4].endswith("· stuck")
         assert all(b.has_class("-failed") for b in blocks)
         answer = list(app.screen.query(ChatMessage))[-1]
         assert answer.has_class("-partial")

@@ -170,7 +170,13 @@ def test_a_refused_call_becomes_a_failed_block_with_the_guards_note() -> None:
     )
     stuck = RepeatBlocked(5, "list_dir", {"path": "x"}, "x is not a dir", 3, msg, stuck=True)
     block = reply_events(stuck)[1]
-    assert isinstance(block, ToolBlock) and block.note.endswith("task stopped (stuck)")
+    assert isinstance(block, ToolBlock) and block.note.endswith("· stuck")
+    # a whole reply given again is named for what it is, not by the guard's hash of it
+    again = RepeatBlocked(6, "reply", {"sha256": "03fb3d69e9c01a92"}, "", 2, msg)
+    assert reply_events(again)[0] == Notice("step 6: the same edits repeated · not run again")
+    assert reply_events(again)[1] == ToolBlock(
+        "the same edits", {}, msg, False, note="made 2× · not run again"
+    )
 
 
 def test_a_long_file_shows_only_its_last_lines() -> None:
