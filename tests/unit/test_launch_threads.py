@@ -12,6 +12,7 @@ from fusion_tui.config.loader import ConfigError, load_settings, settings_to_dic
 from fusion_tui.config.settings import ManagedSettings
 from fusion_tui.paths import AppPaths
 from fusion_tui.server.process import daemon as daemon_module
+from fusion_tui.server.process import launch
 from fusion_tui.server.process.daemon import ManagedDaemon
 from fusion_tui.server.process.launch import LaunchSpec, auto_threads, busy_between, cpu_times
 
@@ -139,6 +140,11 @@ def test_busy_cores_come_from_two_samples_of_proc_stat() -> None:
     assert before == (200, 1000) and after == (300, 1400)
     assert busy_between(before, after, 2) == pytest.approx(0.5)  # 100 busy of 400 ticks
     assert busy_between(after, after, 2) is None
+    # the app's own CPU time meanwhile is no neighbour's: 400 ticks on 2 cores are 200 ticks of
+    # wall time; this process used 0.3 of a core of them
+    wall_s = 200 / launch._CLOCK_TICKS
+    assert busy_between(before, after, 2, own_s=0.3 * wall_s) == pytest.approx(0.2)
+    assert busy_between(before, after, 2, own_s=wall_s) == 0.0  # never below nothing
     assert cpu_times("intr 1 2 3\n") is None
 
 

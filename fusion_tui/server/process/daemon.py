@@ -433,17 +433,18 @@ class ManagedDaemon:
         return replace(spec, threads=n), note
 
     async def _busy_cores(self, cores: int) -> float | None:
-        """Cores the rest of the machine keeps busy, over `BUSY_SAMPLE_S` (this process sleeps
-        meanwhile, so it is not counted)."""
+        """Cores the rest of the machine keeps busy, over `BUSY_SAMPLE_S`; this process's own
+        CPU time meanwhile is not counted (the app draws and takes keys while the daemon
+        waits)."""
         try:
-            before = cpu_times(Path("/proc/stat").read_text())
+            before, own = cpu_times(Path("/proc/stat").read_text()), time.process_time()
             await self._sleep(BUSY_SAMPLE_S)
-            after = cpu_times(Path("/proc/stat").read_text())
+            after, own = cpu_times(Path("/proc/stat").read_text()), time.process_time() - own
         except OSError:
             return None
         if before is None or after is None:
             return None
-        return busy_between(before, after, cores)
+        return busy_between(before, after, cores, own)
 
     async def resolve_speculative(
         self, spec: LaunchSpec, binary: Path, say: StatusCallback
