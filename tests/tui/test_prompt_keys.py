@@ -6,6 +6,8 @@ import os
 import signal
 from typing import Any
 
+from textual import events
+
 from fusion_tui.config import Settings
 from fusion_tui.config.settings import UISettings
 from fusion_tui.tui.app import build_app
@@ -140,3 +142,25 @@ async def test_a_hangup_of_the_terminal_quits_as_ctrl_q_does() -> None:
     finally:
         signal.signal(signal.SIGHUP, swallow)
     assert backend.closed
+
+
+async def test_keys_that_reach_the_screen_before_the_box_has_focus_go_into_it() -> None:
+    """Typed while the app starts, Textual sends keys on before anything has focus: they reach
+    the screen. They belong in the box, and an Enter among them sends."""
+    backend = ScriptedBackend([["fine."]])
+    app = build_app(SETTINGS, backend)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.screen.workers.wait_for_complete()
+        screen = _main(app)
+        prompt = screen.query_one(PromptInput)
+        screen.set_focus(None)
+        for key in ("h", "i", "space"):
+            screen.post_message(events.Key(key, " " if key == "space" else key))
+        await pilot.pause()
+        assert (prompt.text, app.focused) == ("hi ", prompt)
+        screen.set_focus(None)
+        screen.post_message(events.Key("enter", "\r"))
+        await pilot.pause()
+        await screen.workers.wait_for_complete()
+        await pilot.pause()
+        assert backend.sent == ["hi"]

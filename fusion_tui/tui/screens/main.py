@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from contextlib import aclosing, suppress
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -180,6 +180,21 @@ class MainScreen(Screen[None]):
         await self.draw_history()
         if self.autostart:
             self.start_server()
+
+    def on_key(self, event: events.Key) -> None:
+        """A key typed while the app started reaches the screen, not the box: Textual sent it
+        on before anything had focus (seen in the trial: a task typed in the first second after
+        the command went nowhere, the box empty). It goes to the box now, an Enter sends."""
+        prompt = self.query_one(PromptInput)
+        if self.focused not in (None, prompt) or not (event.is_printable or event.key == "enter"):
+            return
+        event.stop()
+        prompt.focus()
+        if event.key != "enter":
+            prompt.insert(event.character or "")
+        elif prompt.text.strip():
+            prompt.post_message(PromptInput.Submitted(prompt, prompt.text.strip()))
+            prompt.clear()
 
     async def draw_history(self) -> None:
         """The session's messages; a turn cut short keeps its mark ("cancelled") on resume."""
