@@ -137,6 +137,12 @@ def first_token(
     }
 
 
+CHECKOUT = Path(__file__).resolve().parents[1]
+"""The checkout this bench runs from. Its default `--fusion-cmd` is the checkout's venv, which
+may be a symlink to another checkout's (a worktree made to bench one commit): the venv's
+editable install imports that other checkout's code unless `PYTHONPATH` names this one."""
+
+
 def _clean_env(**extra: str) -> dict[str, str]:
     """This environment without the caller's FUSION_TUI_* settings, plus `extra`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FUSION_TUI_")}
@@ -178,6 +184,8 @@ def run_fusion(
     if test_cmd:
         argv += ["--test-cmd", test_cmd]
     env = _clean_env(FUSION_TUI_HOME=str(home), FUSION_TUI_LLM__TEMPERATURE="0")
+    if Path(os.path.abspath(shlex.split(fusion_cmd)[0])).is_relative_to(CHECKOUT):
+        env["PYTHONPATH"] = str(CHECKOUT)  # a worktree's symlinked venv runs its own code
     code, lines, err, wall = _run(
         argv, cwd=ws, env=env, timeout_s=timeout_s + TERM_GRACE_S, grace_s=TERM_GRACE_S
     )
