@@ -45,8 +45,6 @@ from fusion_tui.agent.tools.registry import RUNNERS
 from fusion_tui.agent.tools.workspace import ToolError
 from fusion_tui.clock import Clock
 
-REPLY = WHOLE_REPLY
-
 
 class TaskStop(Exception):
     """Ends the task from inside a step: `outcome`, with `reason`."""
@@ -106,12 +104,12 @@ class ReplyRunner:
         again word for word, with nothing changed since, are refused like a repeated call.
         Raises `ReplyBlocked` for a refused repeat, `TaskStop` to end the task."""
         key = {"sha256": hashlib.sha256(text.strip().encode()).hexdigest()[:16]}
-        verdict = self.guard.check(REPLY, key) if parsed.edits else "run"
+        verdict = self.guard.check(WHOLE_REPLY, key) if parsed.edits else "run"
         if verdict != "run":  # the same edits again: refused again, or changing nothing
-            self.blocked(REPLY, key, verdict)
+            self.blocked(WHOLE_REPLY, key, verdict)
         wrote, notes, open_ends = await self.run_items(parsed)
         if parsed.edits:
-            self.guard.record(REPLY, key, True, notes[0] if notes else "")
+            self.guard.record(WHOLE_REPLY, key, True, notes[0] if notes else "")
         return wrote, notes, open_ends
 
     def read(self, path: str) -> str:
