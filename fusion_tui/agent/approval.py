@@ -37,6 +37,10 @@ class ApprovalRequest:
     """Unified diff (writes) or the full command (shell)."""
     prefix: str = ""
     """The prefix an "always allow" decision would grant (shell only)."""
+    why: str = ""
+    """Why the agent itself asks, when the write is not the model's call but an undo (a failed
+    attempt's files put back): without it the user sees an ordinary "Write X?" and cannot tell
+    that allowing it takes changes back. Empty for the model's own calls."""
 
 
 class Approver(Protocol):

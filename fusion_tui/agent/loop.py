@@ -78,6 +78,10 @@ CHARS_PER_TOKEN = 3.0
 """For the budget of the files shown with a task when the server cannot count them."""
 STOP_GRACE_S = 5.0
 """A task stopped from outside gets this long to put the best attempt's files back."""
+KEEP_BEST_WHY = (
+    "The task ends with its checks failing: the agent keeps the version that failed fewest."
+)
+"""What the user is told when asked to allow that undo (`ApprovalRequest.why`)."""
 STOP = ["<tool_response>"]
 """The model writes a call and waits; a model that goes on to invent the result is cut there."""
 REPAIR_NOTE = "{problems}. Reply again in the format of the system message."
@@ -404,7 +408,8 @@ class _Run:
         """Close the failing attempt, put its files back, and go back to the prompt that
         produced it; the next request samples it anew (`Retries.sampling`)."""
         point = self.retries.close(self.files, self.checks.failed_output())
-        self.rewind(point, reason, await self.replies.put_back(point.before))
+        why = f"The agent undoes its attempt ({reason}) and tries afresh."
+        self.rewind(point, reason, await self.replies.put_back(point.before, why))
         await self.count_before()
 
     async def retry_instead(self, reason: str) -> bool:
@@ -460,7 +465,7 @@ class _Run:
         put = False
         if best is not None:
             try:
-                written = await self.replies.put_back(dict(best.files))
+                written = await self.replies.put_back(dict(best.files), KEEP_BEST_WHY)
             except TaskStop:
                 return False
             put, self.kept = True, self.kept_words(best, bool(written))
@@ -481,7 +486,7 @@ class _Run:
             return
         shielded = anyio.CancelScope(shield=True)
         with shielded, anyio.move_on_after(STOP_GRACE_S), contextlib.suppress(TaskStop):
-            await self.replies.put_back(dict(best.files))
+            await self.replies.put_back(dict(best.files), KEEP_BEST_WHY)
 
     def kept_words(self, best: Attempt, written: bool) -> str:
         """What the files hold at a failing end (`written`: whether keeping `best` wrote any)."""

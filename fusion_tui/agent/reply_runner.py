@@ -39,8 +39,8 @@ from fusion_tui.agent.prompt import observation
 from fusion_tui.agent.protocol import Action, StepInvalid, ToolSpec, validate_args
 from fusion_tui.agent.reply import FileBlock, Reply, SearchReplace, ToolCall
 from fusion_tui.agent.task_checks import TaskChecks
-from fusion_tui.agent.tools import ToolContext, ToolResult
-from fusion_tui.agent.tools.files import read_text
+from fusion_tui.agent.tools import Runner, ToolContext, ToolResult
+from fusion_tui.agent.tools.files import put_back_file, read_text
 from fusion_tui.agent.tools.registry import RUNNERS
 from fusion_tui.agent.tools.workspace import ToolError
 from fusion_tui.clock import Clock
@@ -126,14 +126,17 @@ class ReplyRunner:
                 return None
             raise
 
-    async def run_tool(self, action: Action) -> ToolResult | None:
+    async def run_tool(self, action: Action, runner: Runner | None = None) -> ToolResult | None:
         """Run a tool under the user's cancel; its commands get no more than the time left to the
-        ceiling (`ToolContext.time_left`), file tools finish on their own."""
+        ceiling (`ToolContext.time_left`), file tools finish on their own. `runner`, when
+        given, runs instead of the named tool's own (an undo the agent makes, not the model)."""
         self.emit(ToolStarted(self.step(), action.tool, action.args))
         t0 = self.clock.now()
 
         async def call() -> ToolResult:
             try:
+                if runner is not None:
+                    return await runner(self.ctx, action.args)
                 if action.tool == "delegate":
                     if self.delegate is None:
                         return ToolResult(False, "delegate is not offered on this server")
@@ -370,14 +373,20 @@ class ReplyRunner:
                 return False
         return True
 
-    async def put_back(self, texts: dict[str, str | None]) -> list[str]:
+    async def put_back(self, texts: dict[str, str | None], why: str) -> list[str]:
         """Write each file back to `texts` (None: a file the attempt created, left as it is);
-        the paths written. Raises `TaskStop` when the user cancels a write."""
+        the paths written. Each write is asked as the undo it is (`why`), shown as `put_back`.
+        Raises `TaskStop` when the user cancels a write."""
         written: list[str] = []
         for path, text in texts.items():
             if text is None or self.old_text(path) == text:
                 continue
-            result = await self.run_tool(Action("write_file", {"path": path, "content": text}))
+
+            async def undo(ctx: ToolContext, _args: dict[str, Any], p: str = path,
+                           t: str = text) -> ToolResult:  # fmt: skip
+                return await put_back_file(ctx, p, t, why)
+
+            result = await self.run_tool(Action("put_back", {"path": path}), undo)
             if result is None:
                 raise TaskStop("cancelled", "")
             if result.ok:

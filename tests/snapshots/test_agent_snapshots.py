@@ -90,6 +90,23 @@ def test_approval_modal_for_a_write(snap_compare: Any) -> None:
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
 
 
+def test_approval_modal_for_an_undo(snap_compare: Any) -> None:
+    """You should see a modal titled "The agent wants to undo its changes", the question "Put
+    app.py back?" over the line that says why ("The agent undoes its attempt (the checks still
+    fail after 1 round(s) of fixes) and tries afresh."), the diff, and "Allow once" and "Deny"
+    (focused)."""
+
+    async def run_before(pilot: Any) -> None:
+        await _settle(pilot)
+        why = "The agent undoes its attempt (the checks still fail after 1 round(s) of fixes) "
+        request = ApprovalRequest("write", "put_back", "app.py", DIFF, why=why + "and tries afresh.")
+        await pilot.app.push_screen(ApprovalModal(request))
+        await pilot.pause()
+
+    app = build_app(SETTINGS, ScriptedBackend())
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
 def test_approval_modal_for_a_command(snap_compare: Any) -> None:
     """You should see "Run this command in the workspace?", the line `$ git status -s`, and three
     buttons: "Allow once", "Always allow “git status” here" and "Deny" (focused)."""

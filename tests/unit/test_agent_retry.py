@@ -13,9 +13,17 @@ from typing import Any
 import pytest
 
 from fusion_tui.agent import checks
+from fusion_tui.agent.approval import Decision
+from fusion_tui.agent.events import FileChanged, ToolFinished
+from fusion_tui.agent.loop import KEEP_BEST_WHY, run_task
 from fusion_tui.agent.retry import RETRY_TEMPERATURE, Attempt, Retries, failure_count
+from fusion_tui.agent.task import AgentConfig
+from fusion_tui.cli.printer import describe
+from tests.fakes.clock import FakeClock
 from tests.fakes.fake_server import FakeLlamaServer, Reply
 from tests.unit.cli_support import call_cli, edit, json_lines, workspace
+from tests.unit.test_agent_fakes import Recorder, Script, make_deps
+from tests.unit.test_agent_fakes import edit as fake_edit
 
 CHECK = """\
 import sys
@@ -62,6 +70,38 @@ def test_a_fix_that_copies_the_failed_code_is_undone_and_asked_again(
     assert (again["temperature"], again["seed"]) == (RETRY_TEMPERATURE, 1)
     assert copy["temperature"] == first["temperature"] != RETRY_TEMPERATURE
     assert events[-1]["outcome"] == "completed"
+
+
+async def test_an_undo_is_asked_as_an_undo_and_shown_as_one(ws: Path) -> None:
+    """The user who is asked to allow a put-back must see that it takes changes back, not an
+    ordinary write the model wants; the chat and the CLI call it a put-back too."""
+    product = "def sub(a, b):\n    return a * b\n"  # fails both cases, so HALF is kept
+    script = Script(FakeClock(start=1000.0), [fake_edit("calc.py", HALF),
+                                               fake_edit("calc.py", product)])  # fmt: skip
+    approver = Recorder(*[Decision.ALLOW_ONCE] * 6)
+    events: list[Any] = []
+    config = AgentConfig(test_cmd=f"{sys.executable} check.py", test_rounds=0, retries=1)
+    res = await run_task("fix calc.py", session_id="s", config=config,
+                         deps=make_deps(ws, script, approver, events=events))  # fmt: skip
+    assert res.outcome == "tests_failed"
+    assert (ws / "calc.py").read_text() == HALF
+    writes = [(r.tool, r.target, r.why) for r in approver.asked if r.kind == "write"]
+    assert writes == [
+        ("write_file", "calc.py", ""),
+        ("put_back", "calc.py",
+         "The agent undoes its attempt (the checks still fail after 0 round(s) of fixes) and "
+         "tries afresh."),
+        ("write_file", "calc.py", ""),
+        ("put_back", "calc.py", KEEP_BEST_WHY),
+    ]  # fmt: skip
+    undos = [e for e in events if isinstance(e, ToolFinished) and e.name == "put_back"]
+    assert [(e.args, e.result, "-    return a * b" in e.detail) for e in undos][-1] == (
+        {"path": "calc.py"},
+        "put calc.py back (2 lines)",
+        True,
+    )
+    shown = [describe(e) for e in events if isinstance(e, FileChanged) and e.how == "restored"]
+    assert shown and all(line.startswith("  put back calc.py:") for line in shown)
 
 
 def test_when_no_attempt_passes_the_one_that_failed_fewest_checks_stays(

@@ -119,32 +119,49 @@ def _diff(path: str, old: str, new: str) -> str:
     )
 
 
-async def _approved_write(ctx: ToolContext, tool: str, path: str, old: str, new: str) -> str:
+async def _approved_write(
+    ctx: ToolContext, tool: str, path: str, old: str, new: str, why: str = ""
+) -> str:
     resolved = ctx.workspace.resolve(path)
     data = new.encode("utf-8")
     if len(data) > WRITE_CAP_BYTES:
         raise ToolError(f"content is larger than {WRITE_CAP_BYTES} bytes")
     diff = _diff(resolved.rel, old, new)
-    request = ApprovalRequest("write", tool, resolved.rel, detail=diff)
+    request = ApprovalRequest("write", tool, resolved.rel, detail=diff, why=why)
     if not await ctx.gate.check(request):
         raise ToolError(f"the user denied {tool} on {resolved.rel}; do something else or finish")
     ctx.workspace.write_atomic(resolved, data)
     return diff
 
 
-async def write_file(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
-    path, content = args["path"], args["content"]
+def _text_to_overwrite(ctx: ToolContext, path: str) -> str:
+    """The file's text before a whole-file write ("" for a new file)."""
     try:
         old, _, truncated = read_text(ctx, path)
-        if truncated:
-            raise ToolError(f"{path} is too large to overwrite safely")
     except ToolError as exc:
         if "does not exist" not in str(exc):
             raise
-        old = ""
-    diff = await _approved_write(ctx, "write_file", path, old, content)
-    n = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
-    return ToolResult(True, f"wrote {path} ({n} lines)", detail=diff)
+        return ""
+    if truncated:
+        raise ToolError(f"{path} is too large to overwrite safely")
+    return old
+
+
+def _lines(content: str) -> int:
+    return content.count("\n") + (0 if content.endswith("\n") or not content else 1)
+
+
+async def write_file(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+    path, content = args["path"], args["content"]
+    diff = await _approved_write(ctx, "write_file", path, _text_to_overwrite(ctx, path), content)
+    return ToolResult(True, f"wrote {path} ({_lines(content)} lines)", detail=diff)
+
+
+async def put_back_file(ctx: ToolContext, path: str, content: str, why: str) -> ToolResult:
+    """Write `content` back to `path` as an undo the agent makes, not the model: the approval
+    says so (`why`) and shows the diff that takes the attempt's changes back."""
+    diff = await _approved_write(ctx, "put_back", path, _text_to_overwrite(ctx, path), content, why)
+    return ToolResult(True, f"put {path} back ({_lines(content)} lines)", detail=diff)
 
 
 async def edit_file(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:

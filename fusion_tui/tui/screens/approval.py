@@ -30,9 +30,18 @@ KEYS_HINT = "ctrl+y allow once · tab/←→ choose · enter press · esc deny"
 
 
 def heading(request: ApprovalRequest) -> str:
+    """The question; an undo of the agent's own is asked as one (its `why` shown below)."""
     if request.kind == "shell":
         return "Run this command in the workspace?"
+    if request.why:
+        return f"Put {request.target} back?"
     return f"Write {request.target}?"
+
+
+def box_title(request: ApprovalRequest) -> str:
+    if request.why:
+        return "The agent wants to undo its changes"
+    return f"The agent wants to use {request.tool}"
 
 
 class ApprovalModal(GuardedModal[Decision]):
@@ -60,6 +69,8 @@ class ApprovalModal(GuardedModal[Decision]):
         padding: 0 1;
     }
     ApprovalModal #approval-heading { text-style: bold; margin: 0 0 1 0; }
+    ApprovalModal #approval-heading.-why { margin: 0; }
+    ApprovalModal #approval-why { margin: 0 0 1 0; }
     ApprovalModal #approval-detail {
         height: auto;
         max-height: 14;
@@ -84,9 +95,12 @@ class ApprovalModal(GuardedModal[Decision]):
     def compose(self) -> ComposeResult:
         req = self.request
         with Vertical(id="approval-box") as box:
-            box.border_title = f"The agent wants to use {req.tool}"
+            box.border_title = box_title(req)
             box.border_subtitle = KEYS_HINT
-            yield Static(heading(req), id="approval-heading", markup=False)
+            yield Static(heading(req), id="approval-heading", markup=False,
+                         classes="-why" if req.why else "")  # fmt: skip
+            if req.why:
+                yield Static(req.why, id="approval-why", markup=False)
             with VerticalScroll(id="approval-detail", can_focus=False):
                 if req.kind == "shell":
                     yield Static(f"$ {req.detail or req.target}", markup=False)
