@@ -63,7 +63,14 @@ from fusion_tui.agent.reply import Reply, ToolCall, parse_reply
 from fusion_tui.agent.reply_runner import ReplyBlocked, ReplyRunner, TaskStop
 from fusion_tui.agent.request import Streamed, stream_request
 from fusion_tui.agent.retry import Attempt, BranchPoint, Retries
-from fusion_tui.agent.task import AgentConfig, AgentDeps, TaskResult, tools_for
+from fusion_tui.agent.task import (
+    AgentConfig,
+    AgentDeps,
+    TaskFiles,
+    TaskResult,
+    TaskScope,
+    tools_for,
+)
 from fusion_tui.agent.task_checks import TaskChecks
 from fusion_tui.agent.tools import ToolContext
 from fusion_tui.agent.tools.workspace import ToolError
@@ -144,12 +151,8 @@ class _Run:
             config.shell_timeout_s,
             time_left=lambda: self.ceiling - self.clock.now(),
         )
-        self.files: dict[str, str] = {}
-        """The files in the chat (shown with the task, read or written since): path → text."""
-        self.known: set[str] = set()
-        """The workspace's files."""
-        self.changed: list[str] = []
-        """Files this task changed, in order."""
+        self.files = TaskFiles()
+        """What the task knows of the workspace's files (shared with its replies and checks)."""
         self.rounds = 0
         """Check rounds used: replies that were sent back because the checks failed."""
         self.nudged = False
@@ -161,12 +164,11 @@ class _Run:
         """Messages in the transcript before the task's first reply (where starting over goes)."""
         self.failing = False
         """The checks of the last change failed, and no change passed since."""
-        self.checks = TaskChecks(task, config, self.ctx, self.clock, self.emit, lambda: self.step,
-                                 self.files, self.changed)  # fmt: skip
+        scope = TaskScope(self.emit, self.clock, self.cancel, lambda: self.step)
+        self.checks = TaskChecks(task, config, self.ctx, self.files, scope)
         self.replies = ReplyRunner(
-            task, self.ctx, self.tools, self.checks, self.emit, self.clock, self.cancel,
-            lambda: self.step, self.before_write, self, deps.delegate,
-            self.files, self.known, self.changed,
+            task, self.ctx, self.tools, self.checks, self.files, scope, self.before_write, self,
+            deps.delegate,
         )  # fmt: skip
         self.kept = ""
         """Why the files hold an earlier attempt at the end (said in the outcome's reason)."""
@@ -222,14 +224,14 @@ class _Run:
             except (ToolError, OSError):
                 continue
             files.append(path)
-        self.known.update(files)
+        self.files.known.update(files)
         n_ctx = self.compactor.context()
         per_token = await self.chars_per_token()
         room = (n_ctx - self.cfg.n_predict) * per_token if n_ctx > 0 else 48_000
         budget = max(0, int(room * 0.6) - len(self.deps.stable_prefix))
         chat = choose(self.task, files, self.replies.read, budget)
-        self.files.update(chat.shown)
-        await self.checks.prepare(chat.shown, self.known)
+        self.files.texts.update(chat.shown)
+        await self.checks.prepare(chat.shown)
         if self.packer.messages:  # a session that goes on: what it holds unchanged stays there
             held = self.packer.holds
             chat = chat.without([p for p, t in chat.shown.items() if held(file_block(p, t))])
@@ -393,7 +395,7 @@ class _Run:
         """The files are back as they were before any attempt and the tests found with the task
         never ran on them: run those once, for the count a later attempt must beat (`Retries`).
         Not the docstring examples: those are the model's own, and change with its code."""
-        if self.cfg.test_cmd or not self.retries.wants_count_before(self.files):
+        if self.cfg.test_cmd or not self.retries.wants_count_before(self.files.texts):
             return
         own = self.checks.own_check()
         if own is None or own.tool != "run_tests":
@@ -407,7 +409,7 @@ class _Run:
     async def retry(self, reason: str) -> None:
         """Close the failing attempt, put its files back, and go back to the prompt that
         produced it; the next request samples it anew (`Retries.sampling`)."""
-        point = self.retries.close(self.files, self.checks.failed_output())
+        point = self.retries.close(self.files.texts, self.checks.failed_output())
         why = f"The agent undoes its attempt ({reason}) and tries afresh."
         self.rewind(point, reason, await self.replies.put_back(point.before, why))
         await self.count_before()
@@ -432,7 +434,7 @@ class _Run:
     def start_over(self, reason: str) -> bool:
         """A task that has written nothing yet and went nowhere: ask its own prompt again,
         sampled as a fresh attempt, when a retry is left; whether it was."""
-        if self.changed or not self.retries.can_start_over():
+        if self.files.changed or not self.retries.can_start_over():
             return False
         self.rewind(self.retries.start_over(BranchPoint(self.task_at, 0)), reason, [])
         return True
@@ -461,7 +463,7 @@ class _Run:
         attempt when none failed fewer than those; whether anything was put back. `kept` says
         what the files hold, and names the files undone attempts created (there is no text to
         put back for them)."""
-        best = self.retries.best(self.files, self.checks.failed_output())
+        best = self.retries.best(self.files.texts, self.checks.failed_output())
         put = False
         if best is not None:
             try:
@@ -481,7 +483,7 @@ class _Run:
         known; the files as they are count only when the last checks ran on them (the stop may
         have cut the checks of a fresh write). A few seconds at most, shielded from the stop."""
         tested = self.checks.on_files_as_left()
-        best = self.retries.best(self.files, self.checks.failed_output() if tested else "")
+        best = self.retries.best(self.files.texts, self.checks.failed_output() if tested else "")
         if best is None or best.failures is None:
             return
         shielded = anyio.CancelScope(shield=True)
@@ -505,7 +507,7 @@ class _Run:
 
     def ending(self, prose: str) -> tuple[Outcome, str, str]:
         """How a task ends on a reply with nothing left to run."""
-        if self.changed:
+        if self.files.changed:
             if self.checks.failed():
                 return "tests_failed", prose, self.failed_reason_now()
             return self.completed(prose)
@@ -520,7 +522,7 @@ class _Run:
         """A change task done: its summary is the model's words, else the files it changed.
         Words that end on a colon led into the code that was taken out of them ("Here is the
         fixed function:"), so the files changed follow them, or the answer would stop mid-air."""
-        changed = f"Changed {', '.join(self.changed)}."
+        changed = f"Changed {', '.join(self.files.changed)}."
         if prose.rstrip().endswith(":"):
             return "completed", f"{prose.rstrip()}\n\n{changed}", ""
         return "completed", prose or changed, ""
@@ -528,7 +530,7 @@ class _Run:
     def nudge(self, prose: str) -> str | None:
         """What to ask once when a reply would end the task without doing it (a change task
         with no change, an answer that is empty or our own placeholder); None: end now."""
-        if self.nudged or self.changed:
+        if self.nudged or self.files.changed:
             return None
         self.nudged = True
         if wants_change(self.task):
@@ -738,5 +740,5 @@ async def run_task(
     deps.on_event(TaskOutcome(outcome, summary, run.step, session_id, error))
     return TaskResult(
         outcome, summary, run.step, session_id, run.packer, run.requests, error, run.slot,
-        run.archived, list(run.changed), run.checks.vouch(outcome),
+        run.archived, list(run.files.changed), run.checks.vouch(outcome),
     )  # fmt: skip

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fusion_tui.agent.checks import dropped_examples, is_test_file
-from fusion_tui.agent.deadline import CancelToken, run_guarded
+from fusion_tui.agent.deadline import run_guarded
 from fusion_tui.agent.delegate import DelegatePolicy, SubTaskRunner, run_delegate
 from fusion_tui.agent.edits import (
     EditRefused,
@@ -27,7 +27,6 @@ from fusion_tui.agent.edits import (
 )
 from fusion_tui.agent.events import (
     WHOLE_REPLY,
-    EventSink,
     FileChanged,
     Outcome,
     RepeatBlocked,
@@ -38,12 +37,12 @@ from fusion_tui.agent.loop_guard import LoopGuard
 from fusion_tui.agent.prompt import observation
 from fusion_tui.agent.protocol import Action, StepInvalid, ToolSpec, validate_args
 from fusion_tui.agent.reply import FileBlock, Reply, SearchReplace, ToolCall
+from fusion_tui.agent.task import TaskFiles, TaskScope
 from fusion_tui.agent.task_checks import TaskChecks
 from fusion_tui.agent.tools import Runner, ToolContext, ToolResult
 from fusion_tui.agent.tools.files import put_back_file, read_text
 from fusion_tui.agent.tools.registry import RUNNERS
 from fusion_tui.agent.tools.workspace import ToolError
-from fusion_tui.clock import Clock
 
 
 class TaskStop(Exception):
@@ -67,11 +66,10 @@ def given_back(old: str | None, new: str) -> bool:
 
 class ReplyRunner:
     """Runs a reply's edits and calls in one task's workspace, and keeps what the task knows of
-    its files: `files` (in the chat: path → text), `known` (the workspace's files) and
-    `changed` (written by this task, in order), shared with the task's checks.
+    its files up to date (`TaskFiles`, shared with the task's checks).
 
-    `step` is read when an event goes out; `before_write(path, old)` is told of every write
-    first, so an attempt can be undone (`Retries.writing`)."""
+    `before_write(path, old)` is told of every write first, so an attempt can be undone
+    (`Retries.writing`)."""
 
     def __init__(
         self,
@@ -79,21 +77,18 @@ class ReplyRunner:
         ctx: ToolContext,
         tools: tuple[ToolSpec, ...],
         checks: TaskChecks,
-        emit: EventSink,
-        clock: Clock,
-        cancel: CancelToken,
-        step: Callable[[], int],
+        files: TaskFiles,
+        scope: TaskScope,
         before_write: Callable[[str, str | None], None],
         sub_tasks: SubTaskRunner,
         delegate: DelegatePolicy | None,
-        files: dict[str, str],
-        known: set[str],
-        changed: list[str],
     ) -> None:
         self.task, self.ctx, self.tools, self.checks = task, ctx, tools, checks
-        self.emit, self.clock, self.cancel, self.step = emit, clock, cancel, step
+        self.files = files
+        self.emit, self.clock, self.cancel, self.step = (
+            scope.emit, scope.clock, scope.cancel, scope.step
+        )  # fmt: skip
         self.before_write, self.sub_tasks, self.delegate = before_write, sub_tasks, delegate
-        self.files, self.known, self.changed = files, known, changed
         self.guard = LoopGuard()
         self.unchanged = 0
         """Edits of the reply being run that gave a file back exactly as it was."""
@@ -174,7 +169,7 @@ class ReplyRunner:
         """The workspace's modules a test file imports, as paths."""
         modules = re.findall(r"^\s*(?:from|import)\s+([\w.]+)", tests, re.M)
         paths = [m.replace(".", "/") + ".py" for m in dict.fromkeys(modules)]
-        return [p for p in paths if p in self.files or p in self.known]
+        return [p for p in paths if p in self.files.texts or p in self.files.known]
 
     async def code_to_tested_module(self, block: str, tests: str, notes: list[str]) -> str | None:
         """Write what a block given for a test file holds besides tests to the one module the
@@ -189,7 +184,7 @@ class ReplyRunner:
         """Write one edit; the path it changed, else None (the reason is in `notes`).
         Raises `TaskStop` when the model repeats a write that changes nothing."""
         try:
-            done = resolve(edit, self.files, self.known, self.old_text, self.task_words)
+            done = resolve(edit, self.files.texts, self.files.known, self.old_text, self.task_words)
         except (EditRefused, ToolError) as exc:
             notes.append(f"Not written: {exc}")
             return None
@@ -236,10 +231,7 @@ class ReplyRunner:
         if not result.ok:
             notes.append(f"Not written: {result.text}")
             return None
-        self.files[done.path] = done.content
-        self.known.add(done.path)
-        if done.path not in self.changed:
-            self.changed.append(done.path)
+        self.files.wrote(done.path, done.content)
         self.guard.changed()
         self.emit(FileChanged(self.step(), done.path, result.detail, done.how))
         how = {"merged": " (the functions you gave replaced those of the file)"}.get(done.how, "")
@@ -290,7 +282,9 @@ class ReplyRunner:
         self.guard.record(call.name, call.arguments, result.ok, result.text)
         if result.ok and call.name == "read_file" and "start_line" not in call.arguments:
             try:
-                self.files[str(call.arguments["path"])] = self.read(str(call.arguments["path"]))
+                self.files.texts[str(call.arguments["path"])] = self.read(
+                    str(call.arguments["path"])
+                )
             except ToolError:
                 pass
         notes.append(observation(call.name, result.ok, result.text))
@@ -298,7 +292,7 @@ class ReplyRunner:
     def no_such_tool(self, name: str, tools: dict[str, Any]) -> str:
         """Why a call to an unknown tool did nothing, and what to do instead. A small model
         told to implement `f` may "call" f: it is then told f is the code to write."""
-        owner = next((p for p, t in self.files.items() if name in (top_names(t) or ())), None)
+        owner = next((p for p, t in self.files.texts.items() if name in (top_names(t) or ())), None)
         if owner is not None:
             return (
                 f"{name} is not a tool: it is a function in {owner}, and calling it runs nothing. "
@@ -359,7 +353,9 @@ class ReplyRunner:
             return False
         for edit in without_usage_examples(parsed.edits):
             try:
-                done = resolve(edit, self.files, self.known, self.old_text, self.task_words)
+                done = resolve(
+                    edit, self.files.texts, self.files.known, self.old_text, self.task_words
+                )
                 old = self.old_text(done.path)
             except (EditRefused, ToolError):
                 return False
@@ -390,7 +386,7 @@ class ReplyRunner:
             if result is None:
                 raise TaskStop("cancelled", "")
             if result.ok:
-                self.files[path] = text
+                self.files.texts[path] = text
                 self.guard.changed()
                 self.emit(FileChanged(self.step(), path, result.detail, "restored"))
                 written.append(path)

@@ -1,4 +1,6 @@
-"""What one agent task is given and gives back: `AgentConfig`, `AgentDeps`, `TaskResult`.
+"""What one agent task is given and gives back: `AgentConfig`, `AgentDeps`, `TaskResult`; and
+what its parts share while it runs: `TaskFiles` and `TaskScope`, built once by the step loop and
+handed to its reply runner and its checks, so the three read and change one record of the files.
 
 Kept apart from the step loop (`loop.py`) so the session runner, the benches and the tests can
 build a task's inputs without reading the loop; `loop` imports them back for its callers.
@@ -12,7 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fusion_tui.agent.approval import ApprovalGate
-from fusion_tui.agent.deadline import DEFAULT_FINALIZATION_MS, DEFAULT_MAX_DURATION_MS
+from fusion_tui.agent.deadline import (
+    DEFAULT_FINALIZATION_MS,
+    DEFAULT_MAX_DURATION_MS,
+    CancelToken,
+)
 from fusion_tui.agent.delegate import DelegatePolicy
 from fusion_tui.agent.events import EventSink, Outcome, RequestDone
 from fusion_tui.agent.prompt import PrefixReuse, PromptPacker
@@ -109,3 +115,33 @@ class TaskResult:
 
 def with_config(config: AgentConfig, **changes: Any) -> AgentConfig:
     return dataclasses.replace(config, **changes)
+
+
+@dataclass
+class TaskFiles:
+    """What one task knows of its workspace's files."""
+
+    texts: dict[str, str] = field(default_factory=dict)
+    """The files in the chat (shown with the task, read or written since): path → text."""
+    known: set[str] = field(default_factory=set)
+    """Every file path of the workspace the task knows of."""
+    changed: list[str] = field(default_factory=list)
+    """Files this task changed, in order."""
+
+    def wrote(self, path: str, text: str) -> None:
+        """The task wrote `text` to `path`: in the chat as written, and changed by the task."""
+        self.texts[path] = text
+        self.known.add(path)
+        if path not in self.changed:
+            self.changed.append(path)
+
+
+@dataclass(frozen=True)
+class TaskScope:
+    """Where a task's parts send their events, and the task's clock, cancel and step."""
+
+    emit: EventSink
+    clock: Clock
+    cancel: CancelToken
+    step: Callable[[], int]
+    """The step being run, read when an event goes out."""

@@ -11,7 +11,6 @@ Every run goes through the user's approval gate, as any command does.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 
 from fusion_tui.agent.approval import ApprovalRequest, command_prefix
 from fusion_tui.agent.chat_files import named_in
@@ -34,12 +33,11 @@ from fusion_tui.agent.checks import (
     with_examples,
 )
 from fusion_tui.agent.events import Outcome, TestRan
-from fusion_tui.agent.task import AgentConfig
+from fusion_tui.agent.task import AgentConfig, TaskFiles, TaskScope
 from fusion_tui.agent.tools import ToolContext
 from fusion_tui.agent.tools.files import read_text
 from fusion_tui.agent.tools.shell import execute
 from fusion_tui.agent.tools.workspace import ToolError
-from fusion_tui.clock import Clock
 
 PROSE_SUFFIXES = (".md", ".txt", ".rst")
 """Files whose change no check could vouch for: the end line says nothing of tests for them."""
@@ -54,17 +52,11 @@ class TaskChecks:
         task: str,
         config: AgentConfig,
         ctx: ToolContext,
-        clock: Clock,
-        emit: Callable[[TestRan], None],
-        step: Callable[[], int],
-        files: dict[str, str],
-        changed: list[str],
+        files: TaskFiles,
+        scope: TaskScope,
     ) -> None:
-        self.task, self.cfg, self.ctx, self.clock = task, config, ctx, clock
-        self.emit, self.step = emit, step
-        self.files, self.changed = files, changed
-        self.known: set[str] = set()
-        """Every file path of the workspace the run knows of."""
+        self.task, self.cfg, self.ctx, self.files = task, config, ctx, files
+        self.emit, self.clock, self.step = scope.emit, scope.clock, scope.step
         self.found_tests: str | None = None
         """The command of the test files shown with the task, when the user gave none."""
         self.specified: set[str] = set()
@@ -77,9 +69,8 @@ class TaskChecks:
         self.tested: dict[str, str] = {}
         """The files in the chat as the last checks (`last_test`) saw them."""
 
-    async def prepare(self, shown: dict[str, str], known: set[str]) -> None:
+    async def prepare(self, shown: dict[str, str]) -> None:
         """The files shown with the task decide the checks found for it."""
-        self.known = known
         self.specified = set(with_examples(list(shown), shown))
         self.found_tests = await self.find_tests(list(shown))
 
@@ -99,7 +90,7 @@ class TaskChecks:
 
     def on_files_as_left(self) -> bool:
         """The last checks ran on the files as they are now."""
-        return self.last_test is not None and self.tested == self.files
+        return self.last_test is not None and self.tested == self.files.texts
 
     def failed_output(self) -> str:
         run = self.last_test
@@ -110,11 +101,11 @@ class TaskChecks:
         (`test_*.py`, `*_test.py`, or under a `tests/` folder), unless the task names it and
         asks for tests to change. A small model told its tests fail will otherwise delete the
         failing assertions."""
-        if not self.has_tests or path not in self.known:
+        if not self.has_tests or path not in self.files.known:
             return False
         if not is_test_file(path):
             return False
-        named = path in named_in(self.task, sorted(self.known))
+        named = path in named_in(self.task, sorted(self.files.known))
         return not (named and asks_to_change_tests(self.task))
 
     def examples_judge(self) -> bool:
@@ -126,7 +117,7 @@ class TaskChecks:
         """A step's files checked: None when they compile and the checks pass (the user's test
         command, else the tests the task found; then the task's examples), else what to tell
         the model."""
-        problems = [p for p in (syntax_problem(f, self.files.get(f, "")) for f in wrote) if p]
+        problems = [p for p in (syntax_problem(f, self.files.texts.get(f, "")) for f in wrote) if p]
         if problems:
             return syntax_feedback(problems)
         if self.cfg.test_cmd:
@@ -177,15 +168,15 @@ class TaskChecks:
         """The Python files the task's examples run against: those it changed (tests aside),
         then any file in the chat that defines a function an example calls and no changed file
         does (the fix may be in a helper the function calls)."""
-        paths = [p for p in self.changed if p.endswith(".py") and not is_test_file(p)]
+        paths = [p for p in self.files.changed if p.endswith(".py") and not is_test_file(p)]
         if not paths:
             return []
         for name in dict.fromkeys(example.split("(", 1)[0] for example in self.given):
             defines = re.compile(rf"^def {re.escape(name)}\s*\(", re.M)
-            if any(defines.search(self.files.get(p, "")) for p in paths):
+            if any(defines.search(self.files.texts.get(p, "")) for p in paths):
                 continue
             owner = next(
-                (p for p, text in self.files.items()
+                (p for p, text in self.files.texts.items()
                  if p.endswith(".py") and not is_test_file(p) and defines.search(text)),
                 None,
             )  # fmt: skip
@@ -200,8 +191,8 @@ class TaskChecks:
         if self.found_tests:
             return OwnCheck("run_tests", self.found_tests, self.cfg.test_timeout_s,
                             lambda exit, _out: tests_failed(exit))  # fmt: skip
-        examples = set(with_examples(self.changed, self.files))
-        paths = [p for p in self.changed if p in examples or p in self.specified]
+        examples = set(with_examples(self.files.changed, self.files.texts))
+        paths = [p for p in self.files.changed if p in examples or p in self.specified]
         if self.given:
             paths += [p for p in self.given_paths() if p not in paths]
         if not self.cfg.find_tests or not paths:
@@ -237,7 +228,7 @@ class TaskChecks:
         self.emit(run)
         bad = check.failed(done.exit, done.output)
         if done.ok or bad:  # a verdict on the code, either way
-            self.last_test, self.tested = run, dict(self.files)
+            self.last_test, self.tested = run, dict(self.files.texts)
         return run, bad
 
     async def run_tests(self, round_: int) -> TestRan:
@@ -248,7 +239,7 @@ class TaskChecks:
         run = TestRan(self.step(), command, done.ok, done.exit, tail(done.output), round_,
                       (self.clock.now() - t0) * 1000)  # fmt: skip
         if round_ > 0:
-            self.last_test, self.tested = run, dict(self.files)
+            self.last_test, self.tested = run, dict(self.files.texts)
         self.emit(run)
         return run
 
@@ -257,12 +248,12 @@ class TaskChecks:
         examples pass" (either with the task's examples), or "not tested" when no check ran on
         the files as they were left (a completed change is otherwise read as a tested one); ""
         for other outcomes, and for a change to prose files only."""
-        if outcome != "completed" or not self.changed:
+        if outcome != "completed" or not self.files.changed:
             return ""
-        if all(p.endswith(PROSE_SUFFIXES) for p in self.changed):
+        if all(p.endswith(PROSE_SUFFIXES) for p in self.files.changed):
             return ""
         run = self.last_test
-        if run is None or not run.ok or self.tested != self.files:
+        if run is None or not run.ok or self.tested != self.files.texts:
             return "not tested"
         if task_examples_in(run.command):
             return (
