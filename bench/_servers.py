@@ -24,10 +24,34 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from fusion_tui.models.catalog import catalog_model, short_names
+from fusion_tui.models.demo import demo_model_path
+from fusion_tui.models.packaged import ModelFileError
 from fusion_tui.server.http.client import LlamaClient
 
 AUTO_SLOTS = 4
 """llama-server's slot count when `-np` is not given (measured on this build: `n_slots = 4`)."""
+
+
+def model_arg(value: str | None) -> Path:
+    """The GGUF a bench's `--model` names: a short name (`coder-1.5b`, `smollm2`) as the app
+    takes it, or a path; the demo model when none is given. Exits with what to run when the
+    model is not on this machine (a short name was taken for a path and failed to open)."""
+    if not value:
+        demo = demo_model_path()
+        if demo is None:
+            raise SystemExit("no model: pass --model, or install the demo model (make install)")
+        return demo
+    entry = catalog_model(value)
+    if entry is None:
+        path = Path(value).expanduser()
+        if not path.is_file():
+            raise SystemExit(f"--model {value}: no such file; a path or one of {short_names()}")
+        return path
+    try:
+        return entry.path()
+    except ModelFileError as exc:
+        raise SystemExit(f"--model {value}: {exc}") from exc
 
 
 def free_port() -> int:

@@ -45,7 +45,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from fusion_tui.models.demo import demo_model_path
+from _servers import model_arg
+
 from fusion_tui.server.process.binary import find_llama_server
 from fusion_tui.server.process.daemon import free_port
 from fusion_tui.server.process.launch import LaunchSpec
@@ -253,14 +254,12 @@ def main() -> int:
     ap.add_argument("--prompt-tokens", type=int, default=1000)
     ap.add_argument("--predict", type=int, default=128)
     ap.add_argument("--threads", type=int, default=1, help="-t per server; 0 = the server's own")
-    ap.add_argument("--model", default=None, help="GGUF (default: the demo model)")
+    ap.add_argument("--model", default=None, help="short name or GGUF (default: the demo model)")
     ap.add_argument("--no-norepack", action="store_true", help="skip the --no-repack rows")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
-    model = Path(args.model) if args.model else demo_model_path()
-    if model is None:
-        raise SystemExit("no model: pass --model or install the demo model (make install)")
+    model = model_arg(args.model)
     spec = LaunchSpec(
         model=model,
         parallel=1,

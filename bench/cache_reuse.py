@@ -88,9 +88,8 @@ from _cache_plain import PlainDriver
 from _cache_report import answer_lengths, print_tables, summarize
 from _cache_servers import PlanServer, ServerConfig, StockServer
 from _minimum import measure
-from _servers import shown, stop_on_sigterm
+from _servers import model_arg, shown, stop_on_sigterm
 
-from fusion_tui.models.demo import demo_model_path
 from fusion_tui.server.http.client import LlamaClient
 
 ALL = ("sequential", "sequential-notitle", "concurrent", "resume", "restart", "oversubscribed",
@@ -105,9 +104,7 @@ SIDES = {"fusion": (FusionDriver, PlanServer), "plain": (PlainDriver, StockServe
 
 def groups(args: argparse.Namespace) -> list[tuple[ServerConfig, list[str]]]:
     """Which daemons to launch for the chosen phases, and the phases each one serves."""
-    demo = Path(args.model) if args.model else demo_model_path()
-    if demo is None:
-        raise SystemExit("no model: pass --model or install the demo model")
+    demo = model_arg(args.model)
     out = []
     main = [p for p in MAIN if p in args.phases]
     if main:
@@ -313,7 +310,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                     "of the stock server's -c (default: the plan's own fit; 8192 gives 4 slots "
                     "of 2,048, and a `long` phase a loaded box can run)")  # fmt: skip
     ap.add_argument("--threads", type=int, default=2, help="-t of every server")
-    ap.add_argument("--model", default=None, help="instead of the demo model")
+    ap.add_argument("--model", default=None, help="short name or GGUF (default: the demo model)")
     ap.add_argument("--exclusive-gate", action="store_true", help="fusion: one gate per server "
                     "that skips the /slots busy probe (SlotGate(exclusive=...))")  # fmt: skip
     ap.add_argument("--json", action="store_true")

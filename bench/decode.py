@@ -41,10 +41,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _decode_core as core
 import _humaneval_core as he
-from _servers import free_port
+from _servers import free_port, model_arg
 
 from fusion_tui.config.speculative import parse_setting
-from fusion_tui.models.demo import demo_model_path
 from fusion_tui.server.process.binary import find_llama_server
 from fusion_tui.server.process.launch import LaunchSpec
 from fusion_tui.server.process.speculative import resolve_draft, spec_args
@@ -203,7 +202,7 @@ def human_eval_file(given: str | None) -> Path:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", help="GGUF to serve (default: the demo model)")
+    p.add_argument("--model", help="short name or GGUF to serve (default: the demo model)")
     p.add_argument("--settings", default="off,ngram-simple")
     p.add_argument("--tasks", default=",".join(TASKS))
     p.add_argument("--runs", type=int, default=3)
@@ -213,9 +212,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--json", help="write every sample here")
     args = p.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the servers are stopped too
-    model = Path(args.model) if args.model else demo_model_path()
-    if model is None:
-        raise SystemExit("needs a model: --model PATH, or the demo model (make install)")
+    model = model_arg(args.model)
     settings = [setting_flags(s) for s in args.settings.split(",") if s.strip()]
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
     unknown = set(tasks) - set(TASKS)

