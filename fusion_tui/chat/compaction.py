@@ -31,6 +31,12 @@ from fusion_tui.sessions.store import SessionStore
 
 SUMMARY_TOKENS = 320
 """`n_predict` of the summary side call (at most `llm.maxTokens`)."""
+MIN_CONTINUED_SUMMARY = 128
+"""A summary asked as a continuation may be capped below `summary_tokens` to fit the slot, down
+to this many tokens: seen with the coder model on 2,048-token slots, a turn of ~1,800 tokens left
+no room for a 320-token cap, so every compaction re-read the conversation on the side slot
+(~1,750 tokens, 23 s on the two cores) where the continuation reads the ~40-token question; the
+coder's summaries there ran 44–58 tokens."""
 KEEP_SHARE = 0.25
 """After a compaction the recent turns kept verbatim take at most this share of the context."""
 SUMMARY_SYSTEM = (
@@ -241,8 +247,9 @@ class Compactor:
         headroom: int,
     ) -> tuple[ChatSummary, int, int] | None:
         """The summary as a continuation of the prompt the slot holds (every message before the
-        newest user one, then `SUMMARY_ASK`); the last exchange stays verbatim when it fits.
-        None: it would not fit the slot, or the model said nothing (the side slot is next)."""
+        newest user one, then `SUMMARY_ASK`), capped to the room the slot has left (down to
+        `MIN_CONTINUED_SUMMARY`); the last exchange stays verbatim when it fits. None: it would
+        not fit the slot, or the model said nothing (the side slot is next)."""
         last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
         turns = chat_turns(messages)
         users = [i for i, m in enumerate(turns) if m.role == "user"]
@@ -250,9 +257,10 @@ class Compactor:
             return None
         asked = [*messages[:last_user], Message(role="user", content=SUMMARY_ASK)]
         prompt = chat_prompt(self.frame, self.system, asked, summary)
-        if await self.count(prompt) + self.summary_tokens > self.n_ctx:
+        cap = min(self.summary_tokens, self.n_ctx - await self.count(prompt))
+        if cap < min(MIN_CONTINUED_SUMMARY, self.summary_tokens):
             return None
-        body = {"prompt": prompt, "n_predict": self.summary_tokens, "temperature": 0.0}
+        body = {"prompt": prompt, "n_predict": cap, "temperature": 0.0}
         text = (await self.own_call(body)).strip() if self.own_call is not None else ""
         if not text:
             return None
