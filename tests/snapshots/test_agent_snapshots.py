@@ -92,14 +92,17 @@ def test_approval_modal_for_a_write(snap_compare: Any) -> None:
 
 def test_approval_modal_for_an_undo(snap_compare: Any) -> None:
     """You should see a modal titled "The agent wants to undo its changes", the question "Put
-    app.py back?" over the line that says why ("The agent undoes its attempt (the checks still
-    fail after 1 round(s) of fixes) and tries afresh."), the diff, and "Allow once" and "Deny"
-    (focused)."""
+    app.py back?" over the two lines that say why ("The agent undoes its attempt (the checks
+    still fail after 1 round(s) of fixes) and tries afresh."), the top of a long diff (lines
+    taken out), and below it, still on the 80×24 screen, "Allow once" and "Deny" (focused)."""
 
     async def run_before(pilot: Any) -> None:
         await _settle(pilot)
         why = "The agent undoes its attempt (the checks still fail after 1 round(s) of fixes) "
-        request = ApprovalRequest("write", "put_back", "app.py", DIFF, why=why + "and tries afresh.")
+        diff = "--- a/app.py\n+++ b/app.py\n@@ -1,30 +1,1 @@\n" + "".join(
+            f"-line {i}\n" for i in range(30)
+        )
+        request = ApprovalRequest("write", "put_back", "app.py", diff, why=why + "and tries afresh.")
         await pilot.app.push_screen(ApprovalModal(request))
         await pilot.pause()
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from textual import events
 from textual.app import App, ComposeResult
 from textual.widgets import Static
 
@@ -14,6 +15,7 @@ from fusion_tui.tui.approver import TuiApprover
 from fusion_tui.tui.screens.approval import KEYS_HINT, ApprovalModal
 from tests.fakes.clock import FakeClock
 from tests.tui import guarded_modal_support as guarded
+from tests.tui.keys_support import burst
 
 SHELL = ApprovalRequest("shell", "run_shell", "git status -s", "git status -s", "git status")
 
@@ -127,4 +129,54 @@ async def test_page_down_scrolls_a_long_diff() -> None:
         await pilot.pause()
         assert detail.scroll_y > 0
         assert app.focused is not None and app.focused.id == "deny"
+        task.cancel()
+
+
+async def test_a_paste_into_the_modal_keeps_its_lines_and_is_not_sent() -> None:
+    """Seen in a trial: a two-line task pasted while the approval was up lost its line break
+    and was queued to send at the end of its first line."""
+    app = Host()
+    async with guarded.modal_up(app, (80, 24), open_modal) as (pilot, modal, task, clock):
+        clock.advance(5.0)
+        burst(app, "add mode:\rthe smallest on a tie")  # every key at once: no bracketed paste
+        await pilot.pause()
+        assert modal.typed == "add mode:\nthe smallest on a tie"
+        assert not modal.send_typed and not task.done()
+        paste = events.Paste("\nand a test")  # what the driver makes of a bracketed paste
+        paste.set_sender(app)
+        assert app._driver is not None
+        app._driver.send_message(paste)
+        await pilot.pause()
+        assert modal.typed == "add mode:\nthe smallest on a tie\nand a test"
+        assert not modal.send_typed
+        clock.advance(0.2)
+        await pilot.press("enter")  # by hand, after the paste: ends the message
+        assert modal.send_typed and not task.done()
+        clock.advance(1.0)
+        await pilot.press("escape")
+        assert await asyncio.wait_for(task, 5) is Decision.DENY
+
+
+async def test_an_undo_with_a_long_diff_keeps_its_buttons_on_an_80x24_screen() -> None:
+    """Seen in a trial: the undo's two lines of why pushed the buttons off the bottom."""
+    long_diff = "--- a/stats.py\n+++ b/stats.py\n@@ -1,40 +1,1 @@\n" + "".join(
+        f"-line {i}\n" for i in range(40)
+    )
+    why = ("The agent undoes its attempt (the fix changed nothing of the code that failed its "
+           "checks) and tries afresh.")  # fmt: skip
+    request = ApprovalRequest("write", "put_back", "stats.py", long_diff, why=why)
+    app = Host()
+
+    async def open_undo(app: App[Any], clock: FakeClock) -> tuple[ApprovalModal, Any]:
+        approver = TuiApprover(app, clock=clock)
+        return await guarded.open_guarded(
+            app, approver.decide(request), ApprovalModal, "approval modal"
+        )
+
+    async with guarded.modal_up(app, (80, 24), open_undo) as (pilot, modal, task, _clock):
+        await pilot.pause()
+        box = modal.query_one("#approval-box").region
+        for button in ("#allow-once", "#deny"):
+            region = modal.query_one(button).region
+            assert region.height > 0 and box.y <= region.y and region.bottom <= box.bottom - 1
         task.cancel()

@@ -71,6 +71,7 @@ class ApprovalModal(GuardedModal[Decision]):
     ApprovalModal #approval-heading { text-style: bold; margin: 0 0 1 0; }
     ApprovalModal #approval-heading.-why { margin: 0; }
     ApprovalModal #approval-why { margin: 0 0 1 0; }
+    ApprovalModal .-why #approval-detail { max-height: 11; }
     ApprovalModal #approval-detail {
         height: auto;
         max-height: 14;
@@ -94,11 +95,12 @@ class ApprovalModal(GuardedModal[Decision]):
 
     def compose(self) -> ComposeResult:
         req = self.request
-        with Vertical(id="approval-box") as box:
+        with Vertical(id="approval-box", classes="-why" if req.why else "") as box:
             box.border_title = box_title(req)
             box.border_subtitle = KEYS_HINT
             yield Static(heading(req), id="approval-heading", markup=False,
                          classes="-why" if req.why else "")  # fmt: skip
+            # the why's lines come off the diff: at 80×24 the buttons must stay on screen
             if req.why:
                 yield Static(req.why, id="approval-why", markup=False)
             with VerticalScroll(id="approval-detail", can_focus=False):

@@ -10,6 +10,11 @@ Enter that ends what was typed here (no Tab or arrow since) is the end of a mess
 answer: the text is sent as the user's next message once the turn allows (`send_typed`). Seen
 in a trial: a message typed as the test run's approval popped up, ended with Enter 0.5 s later,
 pressed Deny, and the task ended "not tested".
+
+A paste is text too: a bracketed paste (`Paste`) is kept whole, and in a paste that arrives as
+a burst of keys (no bracketed paste) an Enter or Tab within `PASTE_GAP_S` of the key before it
+is a new line (a tab) of the text, as in the prompt box. Seen in a trial: a two-line task pasted
+while the approval was up lost its line break and was queued to send at the first line's end.
 """
 
 from __future__ import annotations
@@ -22,10 +27,12 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from fusion_tui.clock import Clock
-from fusion_tui.tui.key_clock import APPROVAL_GRACE_S, KeyClock
+from fusion_tui.tui.key_clock import APPROVAL_GRACE_S, PASTE_GAP_S, KeyClock
 
 R = TypeVar("R")
 
+BURST_KEYS = {"enter": "\n", "tab": "\t"}
+"""Keys that are text, not a command, inside a burst of pasted keys."""
 PASSING_KEYS = {"tab", "shift+tab", "left", "right", "up", "down"}
 """Keys that only move between the buttons: always let through, never counted as typing."""
 
@@ -72,10 +79,14 @@ class GuardedModal(ModalScreen[R]):
     def on_key(self, event: events.Key) -> None:
         """Before the bindings (which run once the key has bubbled past this screen): text
         is kept for the prompt, and a decision key within the grace period is dropped."""
+        at = self.key_clock.of(event)
+        in_burst = self._typed_at is not None and 0 <= at - self._typed_at <= PASTE_GAP_S
+        if event.key in BURST_KEYS and in_burst and self.typed:  # a paste without brackets
+            self._take_typing(event, at, self.typed + BURST_KEYS[event.key])
+            return
         if event.key in PASSING_KEYS:
             self._moved = True
             return
-        at = self.key_clock.of(event)
         if event.is_printable and event.character:
             self._take_typing(event, at, self.typed + event.character)
         elif event.key == "enter" and self.typed.strip() and not self._moved:
@@ -86,11 +97,22 @@ class GuardedModal(ModalScreen[R]):
         elif not self.settled(at):
             self._take_typing(event, at, self.typed)
 
+    def on_paste(self, event: events.Paste) -> None:
+        """A bracketed paste is text for the prompt box, kept whole (its new lines too)."""
+        event.stop()
+        event.prevent_default()
+        self._typed_at = self.key_clock.now()
+        self._moved = False
+        self._show_typed(self.typed + event.text)
+
     def _take_typing(self, event: events.Key, at: float, typed: str) -> None:
         event.stop()
         event.prevent_default()
         self._typed_at = at
         self._moved = False
+        self._show_typed(typed)
+
+    def _show_typed(self, typed: str) -> None:
         self.typed = typed
         how = "sent as your next message" if self.send_typed else "back to your message"
         note = self.query_one(f"#{self.TYPED_ID}", Static)
