@@ -4,6 +4,7 @@ key counts within the grace period after the modal appears or after a key taken 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from textual import events
@@ -25,11 +26,22 @@ class Host(App[None]):
         yield Static("host")
 
 
-async def open_modal(
-    app: App[Any], clock: FakeClock
-) -> tuple[ApprovalModal, asyncio.Task[Decision]]:
-    approver = TuiApprover(app, clock=clock)
-    return await guarded.open_guarded(app, approver.decide(SHELL), ApprovalModal, "approval modal")
+Opener = Callable[[App[Any], FakeClock], Awaitable[tuple[ApprovalModal, asyncio.Task[Decision]]]]
+
+
+def opener(request: ApprovalRequest) -> Opener:
+    """Opens the approval modal for `request` through a `TuiApprover`, on the test's clock."""
+
+    async def open_it(app: App[Any], clock: FakeClock) -> tuple[ApprovalModal, Any]:
+        approver = TuiApprover(app, clock=clock)
+        return await guarded.open_guarded(
+            app, approver.decide(request), ApprovalModal, "approval modal"
+        )
+
+    return open_it
+
+
+open_modal = opener(SHELL)
 
 
 async def test_keys_within_the_grace_period_decide_nothing() -> None:
@@ -113,14 +125,7 @@ async def test_page_down_scrolls_a_long_diff() -> None:
     long_diff = "\n".join(f"+line {i}" for i in range(60))
     request = ApprovalRequest("write", "write_file", "big.py", long_diff)
     app = Host()
-
-    async def open_long(app: App[Any], clock: FakeClock) -> tuple[ApprovalModal, Any]:
-        approver = TuiApprover(app, clock=clock)
-        return await guarded.open_guarded(
-            app, approver.decide(request), ApprovalModal, "approval modal"
-        )
-
-    async with guarded.modal_up(app, (80, 24), open_long) as (pilot, modal, task, clock):
+    async with guarded.modal_up(app, (80, 24), opener(request)) as (pilot, modal, task, clock):
         await pilot.pause()
         clock.advance(5.0)
         detail = modal.query_one("#approval-detail")
@@ -166,14 +171,7 @@ async def test_an_undo_with_a_long_diff_keeps_its_buttons_on_an_80x24_screen() -
            "checks) and tries afresh.")  # fmt: skip
     request = ApprovalRequest("write", "put_back", "stats.py", long_diff, why=why)
     app = Host()
-
-    async def open_undo(app: App[Any], clock: FakeClock) -> tuple[ApprovalModal, Any]:
-        approver = TuiApprover(app, clock=clock)
-        return await guarded.open_guarded(
-            app, approver.decide(request), ApprovalModal, "approval modal"
-        )
-
-    async with guarded.modal_up(app, (80, 24), open_undo) as (pilot, modal, task, _clock):
+    async with guarded.modal_up(app, (80, 24), opener(request)) as (pilot, modal, task, _clock):
         await pilot.pause()
         box = modal.query_one("#approval-box").region
         for button in ("#allow-once", "#deny"):
