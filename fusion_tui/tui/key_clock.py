@@ -24,6 +24,18 @@ PASTE_GAP_S = 0.015
 """A key closer than this to the previous one belongs to the same burst (a paste, or keys queued
 together). Fast typing is 60-150 ms a key; an Enter rolled onto the last letter faster is rare."""
 
+BURST_KEYS = {"enter": "\n", "tab": "\t"}
+"""Keys that are text, not a command, inside a burst of pasted keys (a paste without bracketed
+paste): the prompt box and the guarded modals read them alike."""
+
+
+def pasted_text(key: str, at: float, last: float | None) -> str | None:
+    """The text `key`, come at `at`, stands for when it follows the key at `last` within
+    `PASTE_GAP_S` (a new line, a tab); None when it is the key it names."""
+    in_burst = last is not None and 0 <= at - last <= PASTE_GAP_S
+    return BURST_KEYS.get(key) if in_burst else None
+
+
 APPROVAL_GRACE_S = 0.5
 """The approval modal and the failover dialog (`GuardedModal`) take no decision within this long
 of appearing, nor within this long of a key they took as typing: the user has seen the modal and

@@ -69,7 +69,7 @@ class ApprovalModal(GuardedModal[Decision]):
         padding: 0 1;
     }
     ApprovalModal #approval-heading { text-style: bold; margin: 0 0 1 0; }
-    ApprovalModal #approval-heading.-why { margin: 0; }
+    ApprovalModal .-why #approval-heading { margin: 0; }
     ApprovalModal #approval-why { margin: 0 0 1 0; }
     ApprovalModal .-why #approval-detail { max-height: 11; }
     ApprovalModal #approval-detail {
@@ -98,8 +98,7 @@ class ApprovalModal(GuardedModal[Decision]):
         with Vertical(id="approval-box", classes="-why" if req.why else "") as box:
             box.border_title = box_title(req)
             box.border_subtitle = KEYS_HINT
-            yield Static(heading(req), id="approval-heading", markup=False,
-                         classes="-why" if req.why else "")  # fmt: skip
+            yield Static(heading(req), id="approval-heading", markup=False)
             # the why's lines come off the diff: at 80×24 the buttons must stay on screen
             if req.why:
                 yield Static(req.why, id="approval-why", markup=False)

@@ -12,8 +12,8 @@ in a trial: a message typed as the test run's approval popped up, ended with Ent
 pressed Deny, and the task ended "not tested".
 
 A paste is text too: a bracketed paste (`Paste`) is kept whole, and in a paste that arrives as
-a burst of keys (no bracketed paste) an Enter or Tab within `PASTE_GAP_S` of the key before it
-is a new line (a tab) of the text, as in the prompt box. Seen in a trial: a two-line task pasted
+a burst of keys an Enter or Tab right after the key before it is a new line (a tab) of the text,
+by the prompt box's rule (`key_clock.pasted_text`). Seen in a trial: a two-line task pasted
 while the approval was up lost its line break and was queued to send at the first line's end.
 """
 
@@ -27,12 +27,10 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from fusion_tui.clock import Clock
-from fusion_tui.tui.key_clock import APPROVAL_GRACE_S, PASTE_GAP_S, KeyClock
+from fusion_tui.tui.key_clock import APPROVAL_GRACE_S, KeyClock, pasted_text
 
 R = TypeVar("R")
 
-BURST_KEYS = {"enter": "\n", "tab": "\t"}
-"""Keys that are text, not a command, inside a burst of pasted keys."""
 PASSING_KEYS = {"tab", "shift+tab", "left", "right", "up", "down"}
 """Keys that only move between the buttons: always let through, never counted as typing."""
 
@@ -80,9 +78,9 @@ class GuardedModal(ModalScreen[R]):
         """Before the bindings (which run once the key has bubbled past this screen): text
         is kept for the prompt, and a decision key within the grace period is dropped."""
         at = self.key_clock.of(event)
-        in_burst = self._typed_at is not None and 0 <= at - self._typed_at <= PASTE_GAP_S
-        if event.key in BURST_KEYS and in_burst and self.typed:  # a paste without brackets
-            self._take_typing(event, at, self.typed + BURST_KEYS[event.key])
+        pasted = pasted_text(event.key, at, self._typed_at)
+        if pasted is not None and self.typed:  # a paste without bracketed paste
+            self._take_typing(event, at, self.typed + pasted)
             return
         if event.key in PASSING_KEYS:
             self._moved = True

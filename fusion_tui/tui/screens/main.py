@@ -192,9 +192,8 @@ class MainScreen(Screen[None]):
         prompt.focus()
         if event.key != "enter":
             prompt.insert(event.character or "")
-        elif prompt.text.strip():
-            prompt.post_message(PromptInput.Submitted(prompt, prompt.text.strip()))
-            prompt.clear()
+        else:
+            prompt.submit()
 
     async def draw_history(self) -> None:
         """The session's messages; a turn cut short keeps its mark ("cancelled") on resume."""

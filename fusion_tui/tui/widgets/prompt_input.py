@@ -17,10 +17,7 @@ from textual.message import Message
 from textual.widgets import TextArea
 
 from fusion_tui.clock import Clock
-from fusion_tui.tui.key_clock import PASTE_GAP_S, KeyClock
-
-BURST_KEYS = {"enter": "\n", "tab": "\t"}
-"""Keys that mean text, not a command, inside a burst of pasted keys."""
+from fusion_tui.tui.key_clock import KeyClock, pasted_text
 
 
 class PromptInput(TextArea):
@@ -78,17 +75,17 @@ class PromptInput(TextArea):
         ran after the app's round trip, so in a fast burst the text typed after Ctrl+J landed
         before its new line (and an Enter right after sent the text without it)."""
         at = self.key_clock.of(event)
-        in_burst = self._burst_at is not None and 0 <= at - self._burst_at <= PASTE_GAP_S
+        pasted = pasted_text(event.key, at, self._burst_at)
         if event.key in self.newline_keys():
             event.stop()
             event.prevent_default()
             self.action_newline()
             self._burst_at = at
             return
-        if event.key in BURST_KEYS and in_burst:  # a paste without bracketed paste
+        if pasted is not None:  # a paste without bracketed paste
             event.stop()
             event.prevent_default()
-            self.insert(BURST_KEYS[event.key])
+            self.insert(pasted)
             self._burst_at = at
             return
         self._burst_at = at if event.is_printable else None
@@ -96,6 +93,10 @@ class PromptInput(TextArea):
             return
         event.stop()
         event.prevent_default()
+        self.submit()
+
+    def submit(self) -> None:
+        """Send what the box holds (nothing when it holds only blanks), and empty it."""
         text = self.text.strip()
         if text:
             self.post_message(self.Submitted(self, text))
