@@ -520,8 +520,9 @@ class _Run:
 
     def completed(self, prose: str) -> tuple[Outcome, str, str]:
         """A change task done: its summary is the model's words, else the files it changed.
-        Words that end on a colon led into the code that was taken out of them ("Here is the
-        fixed function:"), so the files changed follow them, or the answer would stop mid-air."""
+        Words that still end on a colon led into something that was taken out of them and is
+        not a file's code (that is named where it stood, `Reply.answer`): a tool call written
+        as a block, say; the files changed follow them, or the answer would stop mid-air."""
         changed = f"Changed {', '.join(self.files.changed)}."
         if prose.rstrip().endswith(":"):
             return "completed", f"{prose.rstrip()}\n\n{changed}", ""
@@ -577,7 +578,7 @@ class _Run:
             self.unask_summary(pending)
             return reason, reply.text
         self.packer.add_assistant(reply.text, kind="summary")
-        summary = finish_as_prose(parse_reply(reply.text)).prose or reply.text
+        summary = finish_as_prose(parse_reply(reply.text)).answer or reply.text
         return reason, "" if finish_problem(summary) else summary
 
     def unask_summary(self, pending: tuple[str, str] | None) -> None:
@@ -637,7 +638,7 @@ class _Run:
                     continue
                 if self.retries.used:  # the last attempt copies its failed code: it is over
                     reason = f"{self.failed_reason_now()}; the last fix changed nothing"
-                    return "tests_failed", parsed.prose, reason
+                    return "tests_failed", parsed.answer, reason
             if not parsed.items and not parsed.problems:
                 if self.resample("the fresh attempt gave words but no code"):
                     continue
@@ -681,7 +682,7 @@ class _Run:
                 if feedback is None:
                     self.retries.passed()
                     if not open_ends or self.checks.passed():
-                        return self.completed(parsed.prose)
+                        return self.completed(parsed.answer)
                 else:
                     if self.rounds >= self.cfg.test_rounds:
                         if self.retries.can_retry():
@@ -689,8 +690,8 @@ class _Run:
                                              "round(s) of fixes")  # fmt: skip
                             continue
                         if self.checks.failed():
-                            return "tests_failed", parsed.prose, self.failed_reason_now()
-                        return "tests_failed", parsed.prose, "the files still do not compile"
+                            return "tests_failed", parsed.answer, self.failed_reason_now()
+                        return "tests_failed", parsed.answer, "the files still do not compile"
                     self.rounds += 1
                     notes.append(feedback)
             pending = ("\n\n".join(notes) + self.tail(), "observation")
@@ -705,7 +706,8 @@ def finish_as_prose(parsed: Reply) -> Reply:
     said = [str(f.arguments.get("summary", "")) for f in finishes]
     items = [i for i in parsed.items if i not in finishes]
     prose = "\n\n".join(p for p in (parsed.prose, *said) if p.strip())
-    return Reply(items, prose, parsed.problems, parsed.cut_off)
+    answer = "\n\n".join(p for p in (parsed.answer, *said) if p.strip())
+    return Reply(items, prose, parsed.problems, parsed.cut_off, answer)
 
 
 async def compact_ahead(

@@ -68,6 +68,11 @@ class Reply:
     problems: list[str] = field(default_factory=list)
     cut_off: bool = False
     """A code block or tool call was still open when the reply ended (the answer hit its cap)."""
+    answer: str = ""
+    """The prose as the user reads it: where words led into a file's code ("Here is the
+    corrected `median` function:") and the code went to the file, a line saying where it is
+    stands in its place, or the answer would stop mid-air and run on into the next
+    paragraph. The prose itself, without it, is what the loop reads for its rules."""
 
     @property
     def tool_calls(self) -> list[ToolCall]:
@@ -96,8 +101,34 @@ def parse_reply(text: str) -> Reply:
             reply.cut_off = True
         pos = m.end()
     _blocks(text[pos:], reply, prose)
-    reply.prose = "\n".join(prose).strip()
+    reply.prose = "\n".join(line for line in prose if not line.startswith(_CODE_MARK)).strip()
+    reply.answer = "\n".join(_shown(line) for line in prose).strip()
     return reply
+
+
+_CODE_MARK = "\x00code:"
+"""A prose line that only marks where a file's code was taken out (the path follows it); the
+NUL never comes from a model's text."""
+
+
+def _shown(line: str) -> str:
+    if not line.startswith(_CODE_MARK):
+        return line
+    path = line[len(_CODE_MARK) :]
+    return (
+        f"(the code for `{path}` is in the edit above)"
+        if path
+        else "(the code is in the edit above)"
+    )
+
+
+def _led_into(prose: list[str]) -> bool:
+    """The last words before a block end on a colon: they introduce the code (so do they for
+    the blocks that follow it with no words between)."""
+    for line in reversed(prose):
+        if line.strip():
+            return line.startswith(_CODE_MARK) or line.rstrip().endswith(":")
+    return False
 
 
 def _bare_call(text: str) -> ToolCall | None:
@@ -198,7 +229,10 @@ def _blocks(text: str, reply: Reply, prose: list[str]) -> None:
                 "was written"
             )
             return
+        edits = len(reply.edits)
         _one_block(path, lang, body, reply)
+        if len(reply.edits) > edits and _led_into(prose):
+            prose.append(_CODE_MARK + (reply.edits[-1].path or ""))
         i = j + 1
 
 
@@ -235,14 +269,15 @@ _MENTION = re.compile(r"`([\w.\-/]+\.\w+)`")
 def _path_above(prose: list[str]) -> str | None:
     """The path on the last non-empty prose line right above a block (a line that is only the
     path is taken out of the prose), or the one file that line names in backticks ("Here is the
-    corrected `stats.py`:")."""
-    for back in range(1, min(3, len(prose)) + 1):
-        line = prose[-back]
+    corrected `stats.py`:"). The marks of code taken out are not lines of the reply."""
+    lines = [i for i, line in enumerate(prose) if not line.startswith(_CODE_MARK)]
+    for at in reversed(lines[-3:]):
+        line = prose[at]
         if not line.strip():
             continue
         path = path_of(line)
         if path is not None:
-            del prose[-back]
+            del prose[at]
             return path
         named = set(_MENTION.findall(line))
         return named.pop() if len(named) == 1 else None

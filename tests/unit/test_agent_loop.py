@@ -349,7 +349,7 @@ async def test_a_fix_given_with_an_unchanged_test_file_completes(tmp_path: Path)
     assert (res.outcome, res.steps, res.changed) == ("completed", 1, ["calc.py"])
 
 
-async def test_words_that_led_into_the_code_are_followed_by_the_files_changed(
+async def test_words_that_led_into_the_code_are_followed_by_where_it_went(
     tmp_path: Path,
 ) -> None:
     from fusion_tui.agent.approval import HeadlessApprover
@@ -361,7 +361,8 @@ async def test_words_that_led_into_the_code_are_followed_by_the_files_changed(
     deps = make_deps(tmp_path, Script(clock, [reply]), approver=HeadlessApprover(yes=True))
     res = await run_task("implement f in sol.py", session_id="s", deps=deps)
     assert (res.outcome, res.changed) == ("completed", ["sol.py"])
-    assert res.summary == "Here is the fixed function:\n\nChanged sol.py."
+    where = "(the code for `sol.py` is in the edit above)"
+    assert res.summary == f"Here is the fixed function:\n\n{where}"
 
 
 async def test_a_task_out_of_time_with_failing_tests_says_so_to_the_summary_and_the_user(

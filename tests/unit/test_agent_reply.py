@@ -63,6 +63,37 @@ def test_shell_blocks_without_a_path_are_shown_commands_not_files() -> None:
     assert reply.items == [] and "and it passes." in reply.prose
 
 
+def test_the_answer_says_where_code_that_words_led_into_went() -> None:
+    """Seen in a TUI trial on the 1.5B: "Here's the corrected `median` function:" stood over the
+    next paragraph with nothing between, the code having gone to the file."""
+    text = (
+        "The median is wrong for even lengths.\n\nHere's the corrected `median` function:\n\n"
+        "```python\ndef median(v):\n    return v\n```\n\nWith this, the tests pass."
+    )
+    reply = parse_reply(text)
+    assert reply.items == [FileBlock(None, "def median(v):\n    return v\n", "python")]
+    assert "code" not in reply.prose  # the loop reads the words alone
+    assert reply.answer == (
+        "The median is wrong for even lengths.\n\nHere's the corrected `median` function:\n\n"
+        "(the code is in the edit above)\n\nWith this, the tests pass."
+    )
+
+
+def test_blocks_in_a_row_after_a_colon_are_each_named_and_others_left_out() -> None:
+    both = parse_reply(
+        "Here are both files:\n\na.py\n```python\nx = 1\n```\nb.py\n```python\ny = 2\n```"
+    )
+    assert [i.path for i in both.edits] == ["a.py", "b.py"]
+    assert both.answer == (
+        "Here are both files:\n\n(the code for `a.py` is in the edit above)\n"
+        "(the code for `b.py` is in the edit above)"
+    )
+    plain = parse_reply("I fixed it.\n\na.py\n```python\nx = 1\n```\nDone.")
+    assert plain.answer == plain.prose == "I fixed it.\n\nDone."
+    shown = parse_reply("Run:\n```bash\npytest -q\n```\nand it passes.")
+    assert shown.answer == shown.prose  # a shown command is no edit
+
+
 def test_search_replace_blocks() -> None:
     text = (
         "calc.py\n```python\n<<<<<<< SEARCH\n    return a + b\n=======\n    return a - b\n"
