@@ -34,6 +34,7 @@ from fusion_tui.agent.chat_files import (
     named_unlisted,
     workspace_files,
 )
+from fusion_tui.agent.checks import is_test_file
 from fusion_tui.agent.deadline import CancelToken
 from fusion_tui.agent.events import (
     EventSink,
@@ -104,6 +105,12 @@ model's in the transcript, and the 1.5B answered the next two tasks in its shape
 None / What remains: ...") instead of writing code, six attempts each."""
 
 
+WHOLE_FILE_SLACK = 1.15
+"""A file given back in full, changed, is a little longer than the file (`step_n_predict`)."""
+REPLY_WORDS = 256
+"""Tokens for the words around a file given in full: the path line, a sentence or two."""
+
+
 def summary_reserve(config: AgentConfig) -> float:
     """Seconds of a task kept for its summary step: `finalization_ms`, at most a tenth of the
     task (seen: a 300 s task whose summary ran on a fresh five minutes was killed at 315 s by
@@ -172,6 +179,8 @@ class _Run:
         )  # fmt: skip
         self.kept = ""
         """Why the files hold an earlier attempt at the end (said in the outcome's reason)."""
+        self.per_token: float | None = None
+        """Characters per token of this model, counted once (`chars_per_token`)."""
 
     def emit(self, event: Any) -> None:
         if isinstance(event, RequestDone):
@@ -240,8 +249,13 @@ class _Run:
 
     async def chars_per_token(self) -> float:
         """Characters per token of this model's tokenizer, from the server's count of the
-        system message (one `/tokenize` of a few kB), so the files shown with a task fit the
-        slot; `CHARS_PER_TOKEN` when the server cannot be asked."""
+        system message (one `/tokenize` of a few kB, once a task), so the files shown with a
+        task fit the slot; `CHARS_PER_TOKEN` when the server cannot be asked."""
+        if self.per_token is None:
+            self.per_token = await self.count_chars_per_token()
+        return self.per_token
+
+    async def count_chars_per_token(self) -> float:
         if self.deps.count_tokens is None:
             return CHARS_PER_TOKEN
         try:
@@ -379,11 +393,26 @@ class _Run:
         if await self.compactor.needed(self.packer.prompt()):
             await self.compact()
         sampling = self.retries.sampling()
-        reply = await self.request("step", self.ceiling, self.cfg.n_predict, sampling)
+        n_predict = await self.step_n_predict()
+        reply = await self.request("step", self.ceiling, n_predict, sampling)
         if isinstance(reply.exc, ContextExceeded):
             await self.compact()
-            reply = await self.request("step", self.ceiling, self.cfg.n_predict, sampling)
+            reply = await self.request("step", self.ceiling, n_predict, sampling)
         return reply
+
+    async def step_n_predict(self) -> int:
+        """A step's cap on its reply: the configured one, raised so that the largest file in
+        the chat (not a test file: those are not the model's to rewrite) fits in full with a
+        few words around it. A reply cut inside a file's block writes nothing, so a cap below
+        the file's size spends all of it for nothing, step after step (the 1.5B on Exercism's
+        ledger, a 10.6 kB file: every rewrite ran to the 2,048-token cap). At most half the
+        slot, for the prompt holds the file too; never raised when `agent.maxTokens` is set."""
+        sizes = [len(t) for p, t in self.files.texts.items() if not is_test_file(p)]
+        if not self.cfg.fit_whole_files or not sizes:
+            return self.cfg.n_predict
+        need = int(max(sizes) / await self.chars_per_token() * WHOLE_FILE_SLACK) + REPLY_WORDS
+        n_ctx = self.compactor.context()
+        return max(self.cfg.n_predict, min(need, n_ctx // 2) if n_ctx > 0 else need)
 
     # --- running what a reply says -------------------------------------------------------------
 

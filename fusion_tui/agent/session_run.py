@@ -55,6 +55,7 @@ def agent_config(settings: Any, workspace: str | None = None, **overrides: Any) 
         "max_duration_ms": settings.agent.task.max_duration_ms,
         "finalization_ms": settings.agent.task.finalization_ms,
         "n_predict": settings.agent.max_tokens or max(settings.llm.max_tokens, AGENT_MIN_TOKENS),
+        "fit_whole_files": settings.agent.max_tokens is None,
         "summary_n_predict": min(
             AgentConfig.summary_n_predict, settings.agent.max_tokens or settings.llm.max_tokens
         ),

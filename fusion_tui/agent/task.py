@@ -36,6 +36,9 @@ class AgentConfig:
     max_duration_ms: int = DEFAULT_MAX_DURATION_MS
     finalization_ms: int = DEFAULT_FINALIZATION_MS
     n_predict: int = 2048
+    fit_whole_files: bool = True
+    """Raise a step's `n_predict` to what the largest file in the chat needs to be given in
+    full (`loop.step_n_predict`); off when the user set the cap (`agent.maxTokens`)."""
     summary_n_predict: int = 512
     max_failed_steps: int = 3
     compact_threshold: float = 0.85

@@ -120,7 +120,8 @@ class AgentSettings:
     changed (`python3 -m doctest`), and hands failures back as it does a test command's."""
     max_tokens: int | None = None
     """`agent.maxTokens`: the longest reply one step may write; None: `llm.maxTokens`, at least
-    2,048 (a whole-file edit needs the room). A lower bound here caps a rambling model's step."""
+    2,048 and room for the largest file in the chat in full (a whole-file edit needs it). Set,
+    it holds as given: a low one caps a rambling model's step."""
 
     def test_cmd_for(self, workspace: str) -> str | None:
         """The test command of this workspace folder (an absolute path), if any."""
