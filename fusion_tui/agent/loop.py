@@ -607,7 +607,7 @@ class _Run:
             self.unask_summary(pending)
             return reason, reply.text
         self.packer.add_assistant(reply.text, kind="summary")
-        summary = finish_as_prose(parse_reply(reply.text)).answer or reply.text
+        summary = finish_as_prose(parse_reply(reply.text)).prose or reply.text
         return reason, "" if finish_problem(summary) else summary
 
     def unask_summary(self, pending: tuple[str, str] | None) -> None:
