@@ -667,7 +667,7 @@ class _Run:
                     continue
                 if self.retries.used:  # the last attempt copies its failed code: it is over
                     reason = f"{self.failed_reason_now()}; the last fix changed nothing"
-                    return "tests_failed", parsed.answer, reason
+                    return "tests_failed", parsed.prose, reason  # its edit never ran
             if not parsed.items and not parsed.problems:
                 if self.resample("the fresh attempt gave words but no code"):
                     continue
