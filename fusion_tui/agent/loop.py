@@ -72,7 +72,7 @@ from fusion_tui.agent.task import (
     TaskScope,
     tools_for,
 )
-from fusion_tui.agent.task_checks import TaskChecks
+from fusion_tui.agent.task_checks import PROSE_SUFFIXES, TaskChecks
 from fusion_tui.agent.tools import ToolContext
 from fusion_tui.agent.tools.workspace import ToolError
 from fusion_tui.agent.transcript_compactor import TranscriptCompactor
@@ -402,12 +402,16 @@ class _Run:
 
     async def step_n_predict(self) -> int:
         """A step's cap on its reply: the configured one, raised so that the largest file in
-        the chat (not a test file: those are not the model's to rewrite) fits in full with a
-        few words around it. A reply cut inside a file's block writes nothing, so a cap below
+        the chat fits in full with a few words around it. Not a test file (not the model's to
+        rewrite), nor prose (an exercise's instructions run to 30 kB; a rambling reply may use
+        the whole cap). A reply cut inside a file's block writes nothing, so a cap below
         the file's size spends all of it for nothing, step after step (the 1.5B on Exercism's
         ledger, a 10.6 kB file: every rewrite ran to the 2,048-token cap). At most half the
         slot, for the prompt holds the file too; never raised when `agent.maxTokens` is set."""
-        sizes = [len(t) for p, t in self.files.texts.items() if not is_test_file(p)]
+        sizes = [
+            len(t) for p, t in self.files.texts.items()
+            if not is_test_file(p) and not p.endswith(PROSE_SUFFIXES)
+        ]  # fmt: skip
         if not self.cfg.fit_whole_files or not sizes:
             return self.cfg.n_predict
         need = int(max(sizes) / await self.chars_per_token() * WHOLE_FILE_SLACK) + REPLY_WORDS

@@ -447,13 +447,14 @@ async def test_tests_that_hang_are_stopped_at_the_tasks_ceiling(tmp_path: Path) 
 
 async def test_a_step_may_write_the_largest_file_in_the_chat_in_full(tmp_path: Path) -> None:
     """A reply cut inside a file's block writes nothing: the 1.5B's every rewrite of a 10.6 kB
-    file ran to the 2,048-token cap. The cap grows to the file; a test file does not count,
-    and a cap the user set holds."""
+    file ran to the 2,048-token cap. The cap grows to the file; a test file or prose does not
+    count, and a cap the user set holds."""
     from fusion_tui.agent.approval import HeadlessApprover
     from tests.unit.test_agent_fakes import edit
 
     big = "".join(f"def f{i}(x):\n    return x + {i}\n\n\n" for i in range(400))  # ~12 kB
     (tmp_path / "test_big.py").write_text("# a test\n" * 5000)
+    (tmp_path / "NOTES.md").write_text("A note.\n" * 5000)
 
     async def caps(config: AgentConfig | None = None, text: str = big) -> int:
         (tmp_path / "big.py").write_text(text)
