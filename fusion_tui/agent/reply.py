@@ -219,9 +219,8 @@ def _blocks(text: str, reply: Reply, prose: list[str]) -> None:
             body.append(lines[j])
             j += 1
         if j >= len(lines) and not "".join(body).strip():
-            prose.append(lines[i])  # a lone fence at the end: a stray mark, nothing cut off
-            i += 1
-            continue
+            i += 1  # a lone fence at the end: a stray mark, nothing cut off, and not shown
+            continue  # (the 1.5B closed its answer with one: an empty code block under it)
         if j >= len(lines):
             reply.cut_off = True
             reply.problems.append(

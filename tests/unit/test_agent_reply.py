@@ -131,6 +131,7 @@ def test_a_stray_fence_around_a_bare_call_or_after_prose_is_no_cut_off() -> None
         assert reply.items == [ToolCall("read_file", {"path": "a.py"})] and not reply.problems
     done = parse_reply("Done.\n```")
     assert not done.items and not done.problems and not done.cut_off
+    assert done.prose == done.answer == "Done."  # the stray mark is not shown
     cut = parse_reply("a.py\n```python\ndef f():")
     assert cut.cut_off and cut.problems
 
