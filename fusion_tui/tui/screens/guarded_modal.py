@@ -97,20 +97,13 @@ class GuardedModal(ModalScreen[R]):
 
     def on_paste(self, event: events.Paste) -> None:
         """A bracketed paste is text for the prompt box, kept whole (its new lines too)."""
-        event.stop()
-        event.prevent_default()
-        self._typed_at = self.key_clock.now()
-        self._moved = False
-        self._show_typed(self.typed + event.text)
+        self._take_typing(event, self.key_clock.now(), self.typed + event.text)
 
-    def _take_typing(self, event: events.Key, at: float, typed: str) -> None:
+    def _take_typing(self, event: events.Key | events.Paste, at: float, typed: str) -> None:
         event.stop()
         event.prevent_default()
         self._typed_at = at
         self._moved = False
-        self._show_typed(typed)
-
-    def _show_typed(self, typed: str) -> None:
         self.typed = typed
         how = "sent as your next message" if self.send_typed else "back to your message"
         note = self.query_one(f"#{self.TYPED_ID}", Static)
