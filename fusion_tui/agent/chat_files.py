@@ -8,6 +8,8 @@ workspace is listed by name, so the model can ask for more with a tool.
 
 The files are read once per task, in the task's user message (not the system message), so the
 system prompt stays the same bytes for every task of every workspace and its cache is shared.
+A long Python file is shown in part when the task or the failing tests name some of its
+definitions (`file_view.py`): a small model gives back what it is shown.
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fusion_tui.agent.checks import is_test_file
+from fusion_tui.agent.file_view import FileView, in_part
 from fusion_tui.agent.tools.workspace import ToolError, Workspace
 
 SKIP_DIRS = frozenset(
@@ -113,18 +116,25 @@ class ChatFiles:
     others: list[str]
     held: tuple[str, ...] = ()
     """Files the chat already shows above, unchanged since: named, not shown again."""
+    views: dict[str, FileView] = field(default_factory=dict)
+    """Long Python files shown in part (`file_view.in_part`): path → the text shown."""
 
     def without(self, held: list[str]) -> ChatFiles:
         """These files left out of the text: the session's history already holds them as
         they are, and showing them again on every task would grow the prompt by their size."""
         shown = {p: t for p, t in self.shown.items() if p not in held}
-        return ChatFiles(shown, self.others, tuple(held))
+        return ChatFiles(shown, self.others, tuple(held), self.views)
+
+    def block(self, path: str) -> str:
+        """The file as the chat shows it: whole, or in part."""
+        view = self.views.get(path)
+        return file_block(path, self.shown[path] if view is None else view.text)
 
     def render(self) -> str:
         parts: list[str] = []
         if self.shown:
             parts.append("Files in the workspace that you may change:")
-            parts.extend(file_block(path, text) for path, text in self.shown.items())
+            parts.extend(self.block(path) for path in self.shown)
         if self.held:
             parts.append("Shown earlier in this chat, unchanged since: " + ", ".join(self.held))
         if self.others:
@@ -132,31 +142,48 @@ class ChatFiles:
         return "\n\n".join(parts)
 
 
-def choose(task: str, files: list[str], read: ReadText, budget_chars: int) -> ChatFiles:
-    """The files for the task's first message, within `budget_chars` of text."""
+def view_of(path: str, text: str, words: set[str] | None) -> FileView | None:
+    """A long Python file that is not a test, shown in part: the definitions `words` name (the
+    task's, the failing tests') in full, the others by name (`file_view.py`); None: whole."""
+    if words is None or not path.endswith(".py") or is_test_file(path):
+        return None
+    return in_part(text, words)
+
+
+def choose(
+    task: str, files: list[str], read: ReadText, budget_chars: int, words: set[str] | None = None
+) -> ChatFiles:
+    """The files for the task's first message, within `budget_chars` of text; with `words`,
+    long files shown in part (`view_of`), at the size of the part."""
     sources = [f for f in files if f.lower().endswith(SOURCE_SUFFIXES)]
     wanted = named_in(task, files)
     texts: dict[str, str] = {}
+    views: dict[str, FileView] = {}
 
-    def text_of(path: str) -> str | None:
+    def size_of(path: str) -> int | None:
+        """The characters the file takes in the chat (None: it cannot be read)."""
         if path not in texts:
             try:
                 texts[path] = read(path)
             except (ToolError, OSError):
                 return None
-        return texts[path]
+            view = view_of(path, texts[path], words)
+            if view is not None:
+                views[path] = view
+        view = views.get(path)
+        return len(texts[path]) if view is None else len(view.text)
 
     if len(sources) <= SMALL_WORKSPACE_FILES:
-        total = sum(len(t) for t in map(text_of, sources) if t is not None)
+        total = sum(n for n in map(size_of, sources) if n is not None)
         if total <= min(SMALL_WORKSPACE_CHARS, budget_chars):
             wanted += [f for f in sources if f not in wanted]
     shown: dict[str, str] = {}
     used = 0
     for path in wanted:
-        text = text_of(path)
-        if text is None or used + len(text) > budget_chars:
+        size = size_of(path)
+        if size is None or used + size > budget_chars:
             continue
-        shown[path] = text
-        used += len(text)
+        shown[path] = texts[path]
+        used += size
     others = [f for f in files if f not in shown]
-    return ChatFiles(shown, others)
+    return ChatFiles(shown, others, views={p: v for p, v in views.items() if p in shown})

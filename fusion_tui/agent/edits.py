@@ -13,6 +13,8 @@ meant:
 - a class given without some of the methods the file's class has keeps them, unless the task
   names them (the 1.5B, adding a method, wrote the class from an older view of it, and the
   method a task before had added was gone while the tests, which did not cover it, passed);
+- a copy of a file shown in part (`file_view.py`), edited, changes the lines it changed,
+  outside functions too;
 - a SEARCH text that matches only when trailing spaces are ignored still matches;
 - an empty block is refused as empty (not as one without a path), unless it creates a file.
 A write that would turn a Python file that compiles into one that does not is refused: the file
@@ -28,6 +30,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from fusion_tui.agent.checks import is_test_file, syntax_problem
+from fusion_tui.agent.file_view import FileView
 from fusion_tui.agent.prompt import EXAMPLE_PATH
 from fusion_tui.agent.reply import FileBlock, SearchReplace
 
@@ -42,7 +45,8 @@ class ResolvedEdit:
     content: str
     """The file's whole new content."""
     how: str = "whole"
-    """whole, merged (functions replaced in place) or search (a SEARCH/REPLACE edit)."""
+    """whole, merged (functions replaced in place), view (the changes made to a file shown in
+    part, `file_view.py`) or search (a SEARCH/REPLACE edit)."""
     kept: tuple[str, ...] = ()
     """Methods (`Class.method`) the edit left out of a class and that were put back."""
 
@@ -159,9 +163,11 @@ def resolve(
     known: set[str],
     old_of: Callable[[str], str | None],
     named: Collection[str] = (),
+    views: Mapping[str, FileView] | None = None,
 ) -> ResolvedEdit:
     """The edit as a path and its new content. `old_of(path)`: what the file holds now (None:
-    it does not exist); `named`: the words of the task (a method it names may be left out)."""
+    it does not exist); `named`: the words of the task (a method it names may be left out);
+    `views`: files shown in part, whose edited copy is applied as a change to what was shown."""
     body = edit.content if isinstance(edit, FileBlock) else edit.search + edit.replace
     if isinstance(edit, FileBlock) and not edit.content.strip():
         refuse_empty(edit, files, known, old_of)
@@ -175,6 +181,10 @@ def resolve(
         return ResolvedEdit(path, search_replace(path, old, edit.search, edit.replace), "search")
     edit = dataclasses.replace(edit, content=without_self_import(path, edit.content))
     if old is not None and path.endswith(".py"):
+        view = (views or {}).get(path)
+        shown = view.apply(edit.content) if view is not None and view.source == old else None
+        if shown is not None and syntax_problem(path, shown) is None:
+            return ResolvedEdit(path, shown, "view")
         merged = merge_python(old, edit.content)
         if merged is None:
             keep_python(path, old, edit)

@@ -178,7 +178,7 @@ class FileChanged:
     path: str
     diff: str
     how: str
-    """whole, merged or search (`edits.ResolvedEdit.how`), or restored (an undo)."""
+    """whole, merged, view or search (`edits.ResolvedEdit.how`), or restored (an undo)."""
 
 
 @dataclass(frozen=True)

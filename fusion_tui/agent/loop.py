@@ -29,7 +29,6 @@ import anyio
 from fusion_tui.agent.chat_files import (
     ChatFiles,
     choose,
-    file_block,
     fix_target,
     named_unlisted,
     workspace_files,
@@ -45,7 +44,9 @@ from fusion_tui.agent.events import (
     StepFailed,
     StepStarted,
     TaskOutcome,
+    TestRan,
 )
+from fusion_tui.agent.file_view import words_of
 from fusion_tui.agent.finish_check import (
     NO_CHANGE_NOTE,
     RETRY_NOTE,
@@ -238,13 +239,18 @@ class _Run:
         per_token = await self.chars_per_token()
         room = (n_ctx - self.cfg.n_predict) * per_token if n_ctx > 0 else 48_000
         budget = max(0, int(room * 0.6) - len(self.deps.stable_prefix))
-        chat = choose(self.task, files, self.replies.read, budget)
+        run = await self.checks.run_tests(0) if self.cfg.test_cmd else None
+        words = words_of(self.task + ("" if run is None else "\n" + run.tail))
+        in_part = words if self.cfg.long_files_in_part else None
+        chat = choose(self.task, files, self.replies.read, budget, in_part)
         self.files.texts.update(chat.shown)
+        self.files.views.update(chat.views)
         await self.checks.prepare(chat.shown)
+        target = fix_target(self.task, list(chat.shown))
         if self.packer.messages:  # a session that goes on: what it holds unchanged stays there
             held = self.packer.holds
-            chat = chat.without([p for p, t in chat.shown.items() if held(file_block(p, t))])
-        before = await self.tests_before(fix_target(self.task, list(chat.shown)))
+            chat = chat.without([p for p in chat.shown if held(chat.block(p))])
+        before = self.tests_before(run, target, in_part=target in chat.views)
         return f"{self.task}\n\n{self.files_section(chat)}{before}{self.tail()}"
 
     async def chars_per_token(self) -> float:
@@ -264,21 +270,24 @@ class _Run:
             return CHARS_PER_TOKEN
         return len(self.deps.stable_prefix) / counted if counted > 0 else CHARS_PER_TOKEN
 
-    async def tests_before(self, target: str | None = None) -> str:
+    def tests_before(self, run: TestRan | None, target: str | None, in_part: bool) -> str:
         """The test command's failure before any change, for the first message: what is broken
         is the most useful thing a model fixing it can see. With the one file the fix goes to
         (`fix_target`), the message ends by asking for it: shown the failing tests last, the
         0.5B coder explained them in words (its first answer, at temperature 0, on the planted
         bug of tests/server/test_agent_coder_real.py), and wrote code in 3 of 5 sampled answers
-        and the fix in 1; asked for stats.py in full, code in 5 of 5, the fix in 4."""
-        if not self.cfg.test_cmd:
+        and the fix in 1; asked for stats.py in full, code in 5 of 5, the fix in 4. A file
+        shown in part is asked for as its functions, not whole: the model has not seen it all."""
+        if run is None:
             return ""
-        run = await self.checks.run_tests(0)
         self.retries.checked_before(run.tail, run.ok)
         if run.ok:
             return f"\n\nThe tests `{run.command}` pass now."
         how = "time out" if run.exit is None else f"fail (exit code {run.exit})"
-        ask = f"\n\nGive {target} in full with the fix." if target else ""
+        ask = ""
+        if target:
+            what = f"the functions of {target} that you change" if in_part else target
+            ask = f"\n\nGive {what} in full with the fix."
         return (
             f"\n\nThe tests `{run.command}` {how} now. The end of the output:\n```\n{run.tail}\n```"
             + ask

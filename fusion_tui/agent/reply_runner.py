@@ -184,7 +184,10 @@ class ReplyRunner:
         """Write one edit; the path it changed, else None (the reason is in `notes`).
         Raises `TaskStop` when the model repeats a write that changes nothing."""
         try:
-            done = resolve(edit, self.files.texts, self.files.known, self.old_text, self.task_words)
+            done = resolve(
+                edit, self.files.texts, self.files.known, self.old_text, self.task_words,
+                self.files.views,
+            )  # fmt: skip
         except (EditRefused, ToolError) as exc:
             notes.append(f"Not written: {exc}")
             return None

@@ -52,6 +52,7 @@ def agent_config(settings: Any, workspace: str | None = None, **overrides: Any) 
         "test_rounds": settings.agent.test_rounds,
         "retries": settings.agent.retries,
         "find_tests": settings.agent.find_tests,
+        "long_files_in_part": settings.agent.long_files_in_part,
         "max_duration_ms": settings.agent.task.max_duration_ms,
         "finalization_ms": settings.agent.task.finalization_ms,
         "n_predict": settings.agent.max_tokens or max(settings.llm.max_tokens, AGENT_MIN_TOKENS),

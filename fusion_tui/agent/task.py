@@ -21,6 +21,7 @@ from fusion_tui.agent.deadline import (
 )
 from fusion_tui.agent.delegate import DelegatePolicy
 from fusion_tui.agent.events import EventSink, Outcome, RequestDone
+from fusion_tui.agent.file_view import FileView
 from fusion_tui.agent.prompt import PrefixReuse, PromptPacker
 from fusion_tui.agent.protocol import ToolSpec
 from fusion_tui.agent.request import CompletionFn, SlotChooser
@@ -39,6 +40,9 @@ class AgentConfig:
     fit_whole_files: bool = True
     """Raise a step's `n_predict` to what the largest file in the chat needs to be given in
     full (`loop.step_n_predict`); off when the user set the cap (`agent.maxTokens`)."""
+    long_files_in_part: bool = True
+    """Show a long Python file in part: the definitions the task and the failing tests name
+    in full, the others by name (`file_view.py`); off: every file whole."""
     summary_n_predict: int = 512
     max_failed_steps: int = 3
     compact_threshold: float = 0.85
@@ -130,6 +134,8 @@ class TaskFiles:
     """Every file path of the workspace the task knows of."""
     changed: list[str] = field(default_factory=list)
     """Files this task changed, in order."""
+    views: dict[str, FileView] = field(default_factory=dict)
+    """Long files shown in part with the task: path → what was shown (`file_view.py`)."""
 
     def wrote(self, path: str, text: str) -> None:
         """The task wrote `text` to `path`: in the chat as written, and changed by the task."""

@@ -118,6 +118,9 @@ class AgentSettings:
     """`agent.findTests`: with no test command, the agent runs the Python test files shown with
     the task (pytest, else unittest), else the docstring examples (`>>>`) of the Python files it
     changed (`python3 -m doctest`), and hands failures back as it does a test command's."""
+    long_files_in_part: bool = True
+    """`agent.longFilesInPart`: a long Python file goes into the chat in part, the functions
+    the task and the failing tests name in full and the others by name; off: whole."""
     max_tokens: int | None = None
     """`agent.maxTokens`: the longest reply one step may write; None: `llm.maxTokens`, at least
     2,048 and room for the largest file in the chat in full (a whole-file edit needs it). Set,

@@ -143,3 +143,45 @@ def test_code_given_inside_a_test_file_goes_to_the_module_the_tests_import(
     assert (ws / "test_calc.py").read_text() == tests
     assert (ws / "calc.py").read_text() == RIGHT + "\n\ndef add(a, b):\n    return a + b\n"
     assert len(cli_server.completions()) == 1
+
+
+LONG_HEAD = "".join(f"def add_{i}(a):\n    return a + {i}\n\n\n" for i in range(120))
+"""Functions enough to make calc.py a long file (`file_view.LONG_FILE_CHARS`)."""
+LOUD_CHECK = "import calc, sys; r = calc.sub(3, 1); print('sub(3, 1) gave', r); sys.exit(r != 2)"
+
+
+def test_a_long_module_is_shown_in_part_and_its_edited_part_lands_in_place(
+    cli_server: FakeLlamaServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ws = workspace(tmp_path, {"calc.py": LONG_HEAD + WRONG, "test_calc.py": LOUD_CHECK + "\n"})
+    shown = "# ... 120 more functions here, not shown: add_0, add_1,"
+    cli_server.script(edit("calc.py", f"{shown} add_119\n\n\n{RIGHT}"))
+    code, _, err = call_cli(
+        capsys, "run", "fix the sum", "--workspace", str(ws), "--yes", "--json",
+        "--test-cmd", f"{sys.executable} test_calc.py",
+    )  # fmt: skip
+    assert code == 0, err
+    assert (ws / "calc.py").read_text() == LONG_HEAD + RIGHT
+    first = str(cli_server.completions()[0].body["prompt"])
+    assert f"calc.py\n```python\n{shown}" in first and "def add_3(a)" not in first
+    assert first.split("<|im_end|>")[-2].endswith(
+        "Give the functions of calc.py that you change in full with the fix."
+    )
+
+
+def test_long_files_go_whole_with_the_setting_off(
+    cli_server: FakeLlamaServer, tmp_path: Path, app_home: AppPaths,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    ws = workspace(tmp_path, {"calc.py": LONG_HEAD + WRONG, "test_calc.py": LOUD_CHECK + "\n"})
+    app_home.config_dir.mkdir(parents=True, exist_ok=True)
+    app_home.config_file.write_text("version: 3\nagent:\n  longFilesInPart: false\n")
+    cli_server.script(edit("calc.py", LONG_HEAD + RIGHT))
+    code, _, err = call_cli(
+        capsys, "run", "fix the sum", "--workspace", str(ws), "--yes", "--test-cmd",
+        f"{sys.executable} test_calc.py",
+    )  # fmt: skip
+    assert code == 0, err
+    first = str(cli_server.completions()[0].body["prompt"])
+    assert "here, not shown" not in first  # whole, and too long for this context:
+    assert "ask for one with read_file):\ncalc.py" in first  # named, not shown

@@ -1,0 +1,195 @@
+"""A long Python file shown in part: the definitions a task is about in full, the rest by name.
+
+Why: a small coder model shown a whole file gives the whole file back, whatever it is told.
+On a 10 kB module (32 helpers, one wrong constant) the 1.5B coder wrote 2,700 tokens for a
+one-character fix, about seven minutes a try on two cores, and asked in words (in the system
+message, in the task's message, before or after the file) to give only the functions it
+changes, it still gave the whole file. Shown the file with only the functions the task and the
+failing tests name (and the ones those call), the others collapsed to a comment line that
+names them, it gave back what it was shown: a few hundred tokens, and the fix passed. The
+edit merges into the file as a partial one (`edits.merge_python`), so nothing it was not shown
+is touched.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import re
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+
+LONG_FILE_CHARS = 4_000
+"""A Python file shorter than this is shown whole: given back whole it costs a minute or two,
+and on the small files of the benches whole files pass most."""
+MAX_PART = 0.6
+"""A view longer than this share of the file is not worth it: the file is shown whole."""
+
+_Def = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+
+
+def words_of(text: str) -> set[str]:
+    """The identifiers in a text (a task, a test run's output)."""
+    return set(re.findall(r"[A-Za-z_]\w*", text))
+
+
+@dataclass(frozen=True)
+class FileView:
+    """A file as shown in part: its lines, each with the source line it shows."""
+
+    source: str
+    lines: tuple[str, ...]
+    origin: tuple[int | None, ...]
+    """Per shown line: the index of the source line it is, None for a comment line that
+    stands for definitions left out."""
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+    def apply(self, given: str) -> str | None:
+        """The source with the changes that `given`, an edited copy of the view, makes to it;
+        None when `given` is not one (it drops or changes a line that stands for definitions
+        left out: then it is a partial file, merged by definition, `edits.merge_python`).
+        Why: merged by definition, a change outside the functions (a module constant, a class
+        attribute) would be lost; as a change to the view it lands where the model made it."""
+        new = given.split("\n")
+        out = list(self.source.split("\n"))
+        matcher = difflib.SequenceMatcher(None, self.lines, new, autojunk=False)
+        changes = [op for op in matcher.get_opcodes() if op[0] != "equal"]
+        for _, i1, i2, j1, j2 in reversed(changes):
+            span = self._span(i1, i2)
+            if span is None:
+                return None
+            out[span[0] : span[1]] = new[j1:j2]
+        return "\n".join(out)
+
+    def _span(self, i1: int, i2: int) -> tuple[int, int] | None:
+        """The source lines that shown lines i1..i2 stand for; None when a line that stands
+        for definitions left out is among them, or an insertion falls between two such."""
+        if any(o is None for o in self.origin[i1:i2]):
+            return None
+        if i2 > i1:
+            first, last = self.origin[i1], self.origin[i2 - 1]
+            assert first is not None and last is not None
+            return first, last + 1
+        after = self.origin[i1] if i1 < len(self.origin) else len(self.source.split("\n"))
+        if after is None:
+            before = self.origin[i1 - 1] if i1 > 0 else None
+            return None if before is None else (before + 1, before + 1)
+        return after, after
+
+
+def in_part(source: str, words: Collection[str]) -> FileView | None:
+    """`source` with the top-level definitions `words` name shown in full (and the functions
+    those call), a class whose methods are named with those methods only, and each run of the
+    others as one comment line naming them; None when the file is short, does not parse,
+    names none of its definitions, or the view would not be much shorter."""
+    if len(source) < LONG_FILE_CHARS:
+        return None
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    top = {n.name: n for n in tree.body if isinstance(n, _Def)}
+    partial = {
+        n.name for n in top.values() if isinstance(n, ast.ClassDef) and _named_methods(n, words)
+    }  # fmt: skip
+    named = {name for name in top if name in words} - partial
+    if not named and not partial:
+        return None
+    named |= _called(top, named | partial) - partial
+    lines = source.split("\n")
+    out = _Lines(lines)
+    out.take(_body_view(tree.body, 0, named, partial, words, out), len(lines))
+    view = FileView(source, tuple(out.lines), tuple(out.origin))
+    return view if len(view.text) <= MAX_PART * len(source) else None
+
+
+@dataclass
+class _Lines:
+    """The view being built: shown lines and where each comes from."""
+
+    source: list[str]
+    lines: list[str] = field(default_factory=list)
+    origin: list[int | None] = field(default_factory=list)
+
+    def take(self, start: int, end: int) -> None:
+        self.lines.extend(self.source[start:end])
+        self.origin.extend(range(start, end))
+
+    def mark(self, line: str) -> None:
+        self.lines.append(line)
+        self.origin.append(None)
+
+
+def _named_methods(cls: ast.ClassDef, words: Collection[str]) -> set[str]:
+    """The methods `words` name, and the methods of the class those call on `self` (one
+    level): a method is read with its helpers."""
+    methods = {n.name: n for n in cls.body if isinstance(n, _Def)}
+    named = {name for name in methods if name in words}
+    calls = (c.func for name in named for c in ast.walk(methods[name]) if isinstance(c, ast.Call))
+    on_self = {
+        f.attr for f in calls
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self"
+    }  # fmt: skip
+    return named | {name for name in on_self if name in methods}
+
+
+def _called(top: dict[str, _Def], shown: set[str]) -> set[str]:
+    """Top-level definitions that the shown ones call or instantiate (one level): a function
+    is read with its helpers."""
+    calls = (c.func for name in shown for c in ast.walk(top[name]) if isinstance(c, ast.Call))
+    return {f.id for f in calls if isinstance(f, ast.Name) and f.id in top}
+
+
+def _first_line(node: ast.stmt) -> int:
+    """The node's first line, 0-based, decorators included."""
+    decorators: Sequence[ast.expr] = getattr(node, "decorator_list", ())
+    return min([node.lineno, *(d.lineno for d in decorators)]) - 1
+
+
+def _body_view(
+    body: Sequence[ast.stmt],
+    pos: int,
+    shown: Collection[str],
+    partial: Collection[str],
+    words: Collection[str],
+    out: _Lines,
+) -> int:
+    """Adds the view of `body`'s lines from `pos` on to `out`; returns where it stopped."""
+    hidden: list[_Def] = []
+    indent = ""
+    for node in body:
+        first, end = _first_line(node), node.end_lineno or node.lineno
+        if isinstance(node, _Def) and node.name not in shown and node.name not in partial:
+            if not hidden:
+                out.take(pos, first)
+                indent = " " * node.col_offset
+            hidden.append(node)
+            pos = end
+            continue
+        if hidden:
+            out.mark(_marker(indent, hidden))
+            hidden = []
+        if isinstance(node, ast.ClassDef) and node.name in partial:
+            start = _first_line(node.body[0])
+            out.take(pos, start)
+            methods = _named_methods(node, words)
+            pos = _body_view(node.body, start, methods, (), words, out)
+            continue
+        out.take(pos, end)
+        pos = end
+    if hidden:
+        out.mark(_marker(indent, hidden))
+    return pos
+
+
+def _marker(indent: str, hidden: list[_Def]) -> str:
+    """One comment line for a run of definitions left out, naming them, so the model knows
+    they exist (and neither writes them anew nor calls what is not there)."""
+    noun = "definition"
+    if all(isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) for n in hidden):
+        noun = "method" if indent else "function"
+    what = f"1 more {noun}" if len(hidden) == 1 else f"{len(hidden)} more {noun}s"
+    return f"{indent}# ... {what} here, not shown: {', '.join(n.name for n in hidden)}"

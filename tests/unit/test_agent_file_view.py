@@ -1,0 +1,117 @@
+"""A long Python file shown in part, and an edited copy of the part applied to the file."""
+
+from __future__ import annotations
+
+import ast
+
+from fusion_tui.agent.chat_files import choose
+from fusion_tui.agent.edits import resolve
+from fusion_tui.agent.file_view import LONG_FILE_CHARS, in_part, words_of
+from fusion_tui.agent.reply import FileBlock
+
+
+def helper(name: str, body: str = "return text.strip()") -> str:
+    doc = f"The text's {name}: one of the small helpers the tools share, kept free of I/O."
+    return f'def {name}(text):\n    """{doc}"""\n    {body}\n'
+
+
+NAMES = [f"helper_{i}" for i in range(40)]
+MODULE = (
+    '"""Text helpers."""\n\nimport re\n\nSCALE = {"h": 3600, "m": 100, "s": 1}\n\n\n'
+    + "\n\n".join(helper(n) for n in NAMES[:20])
+    + "\n\n"
+    + helper(
+        "parse_duration",
+        'return sum(int(n) * SCALE[u] for n, u in re.findall(r"(\\d+)([hms])", text))'
+        " + helper_3(text)",
+    )
+    + "\n\n"
+    + "\n\n".join(helper(n) for n in NAMES[20:])
+)
+
+
+def test_the_module_is_long_enough_to_be_shown_in_part() -> None:
+    assert len(MODULE) > LONG_FILE_CHARS
+    ast.parse(MODULE)
+
+
+def test_the_named_function_its_helpers_and_the_module_head_are_shown() -> None:
+    view = in_part(MODULE, words_of("fix parse_duration so the tests pass"))
+    assert view is not None
+    text = view.text
+    assert text.startswith('"""Text helpers."""\n\nimport re\n\nSCALE = {"h": 3600')
+    assert "def parse_duration(text):" in text and "def helper_3(text):" in text
+    assert "def helper_4(text)" not in text and "def helper_39(text)" not in text
+    assert "# ... 3 more functions here, not shown: helper_0, helper_1, helper_2\n" in text
+    assert "# ... 16 more functions here, not shown: helper_4, helper_5," in text
+    assert "# ... 20 more functions here, not shown: helper_20," in text
+    assert len(text) < len(MODULE) / 3
+    ast.parse(text)
+
+
+def test_a_file_is_shown_whole_when_short_unnamed_or_mostly_named() -> None:
+    assert in_part(helper("parse_duration"), {"parse_duration"}) is None
+    assert in_part(MODULE, words_of("make the tests pass")) is None
+    assert in_part(MODULE, set(NAMES)) is None
+    assert in_part(MODULE + "def broken(:\n", {"parse_duration"}) is None
+
+
+def test_an_edited_copy_of_the_view_changes_what_it_changed_outside_functions_too() -> None:
+    view = in_part(MODULE, {"parse_duration"})
+    assert view is not None
+    edited = view.text.replace('"m": 100', '"m": 60').replace("+ helper_3(text)", "")
+    new = view.apply(edited)
+    assert new == MODULE.replace('"m": 100', '"m": 60').replace(" + helper_3(text)", " ")
+
+
+def test_a_copy_that_drops_what_stands_for_hidden_functions_is_not_applied() -> None:
+    view = in_part(MODULE, {"parse_duration"})
+    assert view is not None
+    only = view.text[view.text.index("def parse_duration") :].split("\n\n\n")[0]
+    assert view.apply(only + "\n") is None
+
+
+def test_a_class_with_named_methods_is_shown_with_those_methods_and_their_helpers() -> None:
+    methods = "\n".join(
+        f"    def m{i}(self):\n        return self.m{i + 1}() if {i} < 3 else {i}\n"
+        for i in range(80)
+    )
+    source = f"class Box:\n    size = 3\n\n{methods}\n\ndef outside():\n    return Box().m2()\n"
+    assert len(source) > LONG_FILE_CHARS
+    view = in_part(source, words_of("Box.m1 is wrong"))
+    assert view is not None
+    assert "    size = 3" in view.text
+    assert "    def m1(self):" in view.text and "    def m2(self):" in view.text
+    assert "    def m3(self):" not in view.text
+    assert "    # ... 1 more method here, not shown: m0" in view.text
+    assert "# ... 1 more function here, not shown: outside" in view.text
+    edited = view.text.replace("if 1 < 3 else 1", "if 1 < 2 else 1")
+    assert view.apply(edited) == source.replace("if 1 < 3 else 1", "if 1 < 2 else 1")
+
+
+def test_chat_files_show_a_long_module_in_part_and_tests_whole() -> None:
+    tests = "from helpers import parse_duration\n" + "\n".join(
+        f"def test_{n}():\n    assert {n}(' a ') == 'a'\n" for n in NAMES
+    )
+    files = {"helpers.py": MODULE, "test_helpers.py": tests}
+    words = words_of("parse_duration fails")
+    shown = choose("", list(files), files.__getitem__, 4_000, words)
+    assert list(shown.shown) == ["helpers.py", "test_helpers.py"]
+    assert list(shown.views) == ["helpers.py"]
+    assert not choose("", list(files), files.__getitem__, 4_000).shown  # whole: too long
+    text = shown.render()
+    assert "not shown: helper_0" in text and tests in text
+    assert shown.without(["test_helpers.py"]).views == shown.views
+
+
+def test_an_edit_of_a_file_shown_in_part_resolves_as_a_change_to_the_view() -> None:
+    view = in_part(MODULE, {"parse_duration"})
+    assert view is not None
+    files = {"helpers.py": MODULE}
+    block = FileBlock("helpers.py", view.text.replace('"m": 100', '"m": 60'), "python")
+    done = resolve(block, files, set(files), files.get, (), {"helpers.py": view})
+    assert (done.how, done.content) == ("view", MODULE.replace('"m": 100', '"m": 60'))
+    changed = MODULE.replace("helper_0(text):", "helper_0(text, more):")
+    stale = resolve(block, {"helpers.py": changed}, set(files), {"helpers.py": changed}.get, (),
+                    {"helpers.py": view})  # fmt: skip
+    assert stale.how == "merged"  # the file changed since it was shown: merged by function
