@@ -173,9 +173,11 @@ def run_fusion(
     timeout_s: float,
     test_cmd: str | None,
     session: str | None = None,
+    env: dict[str, str] | None = None,
 ) -> ClientRun:
     """`home`: the server's own (the running daemon is adopted); `model` as it was launched;
-    `session`: the one to continue (its id is the `session` of the detail), else a new one."""
+    `session`: the one to continue (its id is the `session` of the detail), else a new one;
+    `env`: settings (`FUSION_TUI_*`) for this run."""
     with_model = ["--model", model] if model else []
     which = ["--session", session] if session else ["--new"]
     argv = [*shlex.split(fusion_cmd), *with_model, "run", task, *which, "--yes",
@@ -183,7 +185,7 @@ def run_fusion(
             "--max-duration-ms", str(int(timeout_s * 1000))]  # fmt: skip
     if test_cmd:
         argv += ["--test-cmd", test_cmd]
-    env = _clean_env(FUSION_TUI_HOME=str(home), FUSION_TUI_LLM__TEMPERATURE="0")
+    env = _clean_env(FUSION_TUI_HOME=str(home), FUSION_TUI_LLM__TEMPERATURE="0", **(env or {}))
     if Path(os.path.abspath(shlex.split(fusion_cmd)[0])).is_relative_to(CHECKOUT):
         env["PYTHONPATH"] = str(CHECKOUT)  # a worktree's symlinked venv runs its own code
     code, lines, err, wall = _run(
