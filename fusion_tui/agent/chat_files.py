@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from fusion_tui.agent.checks import is_test_file
-from fusion_tui.agent.file_view import FileView, in_part
+from fusion_tui.agent.file_view import FileView, in_part, words_of
 from fusion_tui.agent.tools.workspace import ToolError, Workspace
 
 SKIP_DIRS = frozenset(
@@ -160,20 +160,28 @@ def choose(
     texts: dict[str, str] = {}
     views: dict[str, FileView] = {}
 
-    def size_of(path: str) -> int | None:
-        """The characters the file takes in the chat (None: it cannot be read)."""
+    def text_of(path: str) -> str | None:
         if path not in texts:
             try:
                 texts[path] = read(path)
             except (ToolError, OSError):
                 return None
-            view = view_of(path, texts[path], words)
-            if view is not None:
-                views[path] = view
-        view = views.get(path)
-        return len(texts[path]) if view is None else len(view.text)
+        return texts[path]
 
-    if len(sources) <= SMALL_WORKSPACE_FILES:
+    def size_of(path: str) -> int | None:
+        """The characters the file takes in the chat (None: it cannot be read)."""
+        text = text_of(path)
+        if text is None:
+            return None
+        if path not in views and (view := view_of(path, text, words)) is not None:
+            views[path] = view
+        return len(text) if path not in views else len(views[path].text)
+
+    small = len(sources) <= SMALL_WORKSPACE_FILES
+    if words is not None:  # what the tests shown use is what the task is about
+        tests = [p for p in (sources if small else wanted) if is_test_file(p)]
+        words = words.union(*(words_of(t) for t in map(text_of, tests) if t is not None))
+    if small:
         total = sum(n for n in map(size_of, sources) if n is not None)
         if total <= min(SMALL_WORKSPACE_CHARS, budget_chars):
             wanted += [f for f in sources if f not in wanted]

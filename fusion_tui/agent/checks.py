@@ -291,11 +291,14 @@ def test_feedback(
     output_tail: str,
     rounds_left: int,
     read: Reader | None = None,
+    in_part: bool = False,
 ) -> str:
     """The message that tells the model its change failed the tests (`exit` None: timed out);
-    `read` gives a test file's text, for the digest of what the tests got and expected."""
+    `read` gives a test file's text, for the digest of what the tests got and expected;
+    `in_part`: a file was shown in part, so what is asked for is the functions, not files."""
     how = "timed out" if exit is None else f"failed (exit code {exit})"
-    more = "Fix the code so that the tests pass: give the corrected file(s) in full."
+    what = "the functions you change" if in_part else "the corrected file(s)"
+    more = f"Fix the code so that the tests pass: give {what} in full."
     if rounds_left <= 0:
         more += " The tests run once more after this fix, for the last time."
     digest = mismatch_digest(output_tail, read)

@@ -186,12 +186,27 @@ def resolve(
         if shown is not None and syntax_problem(path, shown) is None:
             return ResolvedEdit(path, shown, "view")
         merged = merge_python(old, edit.content)
+        if merged is not None and view is not None and view.source == old:
+            refuse_unseen(path, view.hidden, edit.content)
         if merged is None:
             keep_python(path, old, edit)
         given = edit.content if merged is None else merged
         content, kept = with_left_out_methods(old, given, named)
         return ResolvedEdit(path, content, "whole" if merged is None else "merged", tuple(kept))
     return ResolvedEdit(path, edit.content, "whole")
+
+
+def refuse_unseen(path: str, hidden: Collection[str], given: str) -> None:
+    """Refuses a partial edit that redefines a function of a file shown in part that was not
+    shown: it was written blind. Seen on the 1.5B: shown `indent` and told that `dedent` was
+    not shown, it wrote a `dedent` that was `indent` renamed, and the tests of both failed."""
+    unseen = [name for name in top_names(given) or [] if name in hidden]
+    if unseen:
+        names = ", ".join(f"`{n}`" for n in unseen)
+        raise EditRefused(
+            f"{path} was shown to you in part, without {names}; change only what you were "
+            f"shown, or read {path} first (read_file) to see the rest"
+        )
 
 
 def refuse_empty(

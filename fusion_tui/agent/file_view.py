@@ -42,6 +42,8 @@ class FileView:
     origin: tuple[int | None, ...]
     """Per shown line: the index of the source line it is, None for a comment line that
     stands for definitions left out."""
+    hidden: frozenset[str] = frozenset()
+    """The top-level definitions left out."""
 
     @property
     def text(self) -> str:
@@ -84,7 +86,8 @@ def in_part(source: str, words: Collection[str]) -> FileView | None:
     """`source` with the top-level definitions `words` name shown in full (and the functions
     those call), a class whose methods are named with those methods only, and each run of the
     others as one comment line naming them; None when the file is short, does not parse,
-    names none of its definitions, or the view would not be much shorter."""
+    names none of its definitions, or the view would not be much shorter. Words are names:
+    give the task's, the failing tests' and those of the test files shown beside it."""
     if len(source) < LONG_FILE_CHARS:
         return None
     try:
@@ -102,7 +105,7 @@ def in_part(source: str, words: Collection[str]) -> FileView | None:
     lines = source.split("\n")
     out = _Lines(lines)
     out.take(_body_view(tree.body, 0, named, partial, words, out), len(lines))
-    view = FileView(source, tuple(out.lines), tuple(out.origin))
+    view = FileView(source, tuple(out.lines), tuple(out.origin), frozenset(top) - named - partial)
     return view if len(view.text) <= MAX_PART * len(source) else None
 
 

@@ -284,12 +284,12 @@ class ReplyRunner:
             raise TaskStop("cancelled", "")
         self.guard.record(call.name, call.arguments, result.ok, result.text)
         if result.ok and call.name == "read_file" and "start_line" not in call.arguments:
+            path = str(call.arguments["path"])
             try:
-                self.files.texts[str(call.arguments["path"])] = self.read(
-                    str(call.arguments["path"])
-                )
+                self.files.texts[path] = self.read(path)
             except ToolError:
                 pass
+            self.files.views.pop(path, None)  # seen whole now
         notes.append(observation(call.name, result.ok, result.text))
 
     def no_such_tool(self, name: str, tools: dict[str, Any]) -> str:

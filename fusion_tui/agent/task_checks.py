@@ -124,8 +124,9 @@ class TaskChecks:
             tests = await self.run_tests(round_)
             if not tests.ok:
                 return test_feedback(
-                    tests.command, tests.exit, tests.tail, rounds_left, self.test_text
-                )
+                    tests.command, tests.exit, tests.tail, rounds_left, self.test_text,
+                    bool(self.files.views),
+                )  # fmt: skip
             return await self.check_given(round_, rounds_left)
         own = self.own_check()
         if own is None:
@@ -139,7 +140,8 @@ class TaskChecks:
                 return None
             return examples_feedback(run.command, run.exit, run.tail, rounds_left)
         if failed:
-            return test_feedback(run.command, run.exit, run.tail, rounds_left, self.test_text)
+            return test_feedback(run.command, run.exit, run.tail, rounds_left, self.test_text,
+                                 bool(self.files.views))  # fmt: skip
         return await self.check_given(round_, rounds_left)
 
     def test_text(self, path: str) -> str | None:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import ast
 
+import pytest
+
 from fusion_tui.agent.chat_files import choose
-from fusion_tui.agent.edits import resolve
+from fusion_tui.agent.edits import EditRefused, resolve
 from fusion_tui.agent.file_view import LONG_FILE_CHARS, in_part, words_of
 from fusion_tui.agent.reply import FileBlock
 
@@ -90,18 +92,29 @@ def test_a_class_with_named_methods_is_shown_with_those_methods_and_their_helper
 
 
 def test_chat_files_show_a_long_module_in_part_and_tests_whole() -> None:
-    tests = "from helpers import parse_duration\n" + "\n".join(
-        f"def test_{n}():\n    assert {n}(' a ') == 'a'\n" for n in NAMES
-    )
+    tests = "from helpers import helper_30, parse_duration\n\n\ndef test_it():\n    pass\n"
     files = {"helpers.py": MODULE, "test_helpers.py": tests}
     words = words_of("parse_duration fails")
     shown = choose("", list(files), files.__getitem__, 4_000, words)
     assert list(shown.shown) == ["helpers.py", "test_helpers.py"]
     assert list(shown.views) == ["helpers.py"]
-    assert not choose("", list(files), files.__getitem__, 4_000).shown  # whole: too long
     text = shown.render()
+    assert "def helper_30(text)" in text  # the tests use it
     assert "not shown: helper_0" in text and tests in text
     assert shown.without(["test_helpers.py"]).views == shown.views
+    assert not choose("", list(files), files.__getitem__, 4_000).shown  # whole: too long
+
+
+def test_a_function_that_was_not_shown_is_not_written_blind() -> None:
+    view = in_part(MODULE, {"parse_duration"})
+    assert view is not None
+    files = {"helpers.py": MODULE}
+    blind = FileBlock("helpers.py", helper("helper_7", "return text"), "python")
+    with pytest.raises(EditRefused, match="shown to you in part, without `helper_7`"):
+        resolve(blind, files, set(files), files.get, (), {"helpers.py": view})
+    seen = FileBlock("helpers.py", helper("helper_3", "return text"), "python")
+    done = resolve(seen, files, set(files), files.get, (), {"helpers.py": view})
+    assert done.how == "merged" and "def helper_7(text)" in done.content
 
 
 def test_an_edit_of_a_file_shown_in_part_resolves_as_a_change_to_the_view() -> None:

@@ -169,6 +169,21 @@ def test_a_long_module_is_shown_in_part_and_its_edited_part_lands_in_place(
     )
 
 
+def test_a_fix_of_a_long_module_that_fails_asks_for_the_functions_again(
+    cli_server: FakeLlamaServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ws = workspace(tmp_path, {"calc.py": LONG_HEAD + WRONG, "test_calc.py": LOUD_CHECK + "\n"})
+    cli_server.script(edit("calc.py", "def sub(a, b):\n    return a * b\n"), edit("calc.py", RIGHT))
+    code, _, err = call_cli(
+        capsys, "run", "fix the sum", "--workspace", str(ws), "--yes",
+        "--test-cmd", f"{sys.executable} test_calc.py",
+    )  # fmt: skip
+    assert code == 0, err
+    second = str(cli_server.completions()[1].body["prompt"])
+    assert "give the functions you change in full." in second.rsplit("<|im_start|>user", 1)[-1]
+    assert (ws / "calc.py").read_text() == LONG_HEAD + RIGHT
+
+
 def test_long_files_go_whole_with_the_setting_off(
     cli_server: FakeLlamaServer, tmp_path: Path, app_home: AppPaths,
     capsys: pytest.CaptureFixture[str],
