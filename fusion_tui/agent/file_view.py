@@ -52,19 +52,36 @@ class FileView:
     def apply(self, given: str) -> str | None:
         """The source with the changes that `given`, an edited copy of the view, makes to it;
         None when `given` is not one (it drops or changes a line that stands for definitions
-        left out: then it is a partial file, merged by definition, `edits.merge_python`).
+        left out, or a definition: then it is a partial file, merged by definition,
+        `edits.merge_python`). Lines left off the start or the end were not given, not
+        deleted: the 1.5B began its copy below the module's docstring and ended it before
+        the last function, which then went missing from the file.
         Why: merged by definition, a change outside the functions (a module constant, a class
         attribute) would be lost; as a change to the view it lands where the model made it."""
-        new = given.split("\n")
+        new = given.strip("\n").split("\n")
         out = list(self.source.split("\n"))
-        matcher = difflib.SequenceMatcher(None, self.lines, new, autojunk=False)
+        lo, hi = self._given_range(new)
+        matcher = difflib.SequenceMatcher(None, self.lines[lo:hi], new, autojunk=False)
         changes = [op for op in matcher.get_opcodes() if op[0] != "equal"]
         for _, i1, i2, j1, j2 in reversed(changes):
-            span = self._span(i1, i2)
+            span = self._span(lo + i1, lo + i2)
             if span is None:
                 return None
             out[span[0] : span[1]] = new[j1:j2]
-        return "\n".join(out)
+        result = "\n".join(out)
+        return result if _keeps_definitions(self.source, result) else None
+
+    def _given_range(self, new: list[str]) -> tuple[int, int]:
+        """The shown lines the copy covers: from the shown line its first line is to the one
+        its last line is (a changed line at either end taken to stand for as many shown
+        lines)."""
+        blocks = difflib.SequenceMatcher(None, self.lines, new, autojunk=False)
+        matched = [b for b in blocks.get_matching_blocks() if b.size]
+        if not matched:
+            return 0, len(self.lines)
+        first, last = matched[0], matched[-1]
+        after = len(new) - (last.b + last.size)
+        return max(0, first.a - first.b), min(len(self.lines), last.a + last.size + after)
 
     def _span(self, i1: int, i2: int) -> tuple[int, int] | None:
         """The source lines that shown lines i1..i2 stand for; None when a line that stands
@@ -80,6 +97,16 @@ class FileView:
             before = self.origin[i1 - 1] if i1 > 0 else None
             return None if before is None else (before + 1, before + 1)
         return after, after
+
+
+def _keeps_definitions(old: str, new: str) -> bool:
+    """Whether every top-level definition of `old` is still in `new` (which parses)."""
+    try:
+        tree = ast.parse(new)
+    except (SyntaxError, ValueError):
+        return False
+    names = {n.name for n in tree.body if isinstance(n, _Def)}
+    return all(n.name in names for n in ast.parse(old).body if isinstance(n, _Def))
 
 
 def in_part(source: str, words: Collection[str]) -> FileView | None:

@@ -69,8 +69,12 @@ def test_an_edited_copy_of_the_view_changes_what_it_changed_outside_functions_to
 def test_a_copy_that_drops_what_stands_for_hidden_functions_is_not_applied() -> None:
     view = in_part(MODULE, {"parse_duration"})
     assert view is not None
-    only = view.text[view.text.index("def parse_duration") :].split("\n\n\n")[0]
-    assert view.apply(only + "\n") is None
+    start, end = view.text.index("def helper_3"), view.text.index("def parse_duration")
+    assert "not shown: helper_4" in view.text[start:end]
+    only = helper("helper_3") + "\n\n" + view.text[end:].split("\n\n\n")[0]
+    assert view.apply(only) is None
+    fixed = view.text[end:].split("\n\n\n")[0].replace("+ helper_3(text)", "+ 1")
+    assert view.apply(fixed) == MODULE.replace("+ helper_3(text)", "+ 1")
 
 
 def test_a_class_with_named_methods_is_shown_with_those_methods_and_their_helpers() -> None:
@@ -114,7 +118,7 @@ def test_a_function_that_was_not_shown_is_not_written_blind() -> None:
         resolve(blind, files, set(files), files.get, (), {"helpers.py": view})
     seen = FileBlock("helpers.py", helper("helper_3", "return text"), "python")
     done = resolve(seen, files, set(files), files.get, (), {"helpers.py": view})
-    assert done.how == "merged" and "def helper_7(text)" in done.content
+    assert done.how == "view" and "def helper_7(text)" in done.content
 
 
 def test_an_edit_of_a_file_shown_in_part_resolves_as_a_change_to_the_view() -> None:
@@ -128,3 +132,19 @@ def test_an_edit_of_a_file_shown_in_part_resolves_as_a_change_to_the_view() -> N
     stale = resolve(block, {"helpers.py": changed}, set(files), {"helpers.py": changed}.get, (),
                     {"helpers.py": view})  # fmt: skip
     assert stale.how == "merged"  # the file changed since it was shown: merged by function
+
+
+def test_a_copy_begun_late_and_ended_early_keeps_what_it_left_off() -> None:
+    view = in_part(MODULE, {"parse_duration", "helper_20"})
+    assert view is not None
+    start = view.text.index("import re")
+    end = view.text.index("def helper_20")
+    edited = view.text[start:end].replace('"m": 100', '"m": 60')
+    assert view.apply(edited) == MODULE.replace('"m": 100', '"m": 60')
+
+
+def test_a_copy_that_drops_a_shown_function_is_merged_by_definition() -> None:
+    view = in_part(MODULE, {"parse_duration", "helper_20"})
+    assert view is not None
+    dropped = view.text.replace(helper("helper_20"), "")
+    assert view.apply(dropped) is None
