@@ -184,6 +184,7 @@ def resolve(
         view = (views or {}).get(path)
         shown = view.apply(edit.content) if view is not None and view.source == old else None
         if shown is not None and syntax_problem(path, shown) is None:
+            refuse_tests_in_code(path, old, shown, known)
             return ResolvedEdit(path, shown, "view")
         merged = merge_python(old, edit.content)
         if merged is not None and view is not None and view.source == old:
@@ -192,8 +193,25 @@ def resolve(
             keep_python(path, old, edit)
         given = edit.content if merged is None else merged
         content, kept = with_left_out_methods(old, given, named)
+        refuse_tests_in_code(path, old, content, known)
         return ResolvedEdit(path, content, "whole" if merged is None else "merged", tuple(kept))
     return ResolvedEdit(path, edit.content, "whole")
+
+
+def refuse_tests_in_code(path: str, old: str, new: str, known: Collection[str]) -> None:
+    """Refuses an edit whose only new definitions in a module that is not a test file are
+    tests, when the workspace has test files: tests added to the code judge nothing. Seen on
+    the 1.5B, failing to find a bug in a long module: it appended `test_parse_duration` (its
+    own asserts, one of them wrong) to the module, twice."""
+    if is_test_file(path):
+        return
+    tests = sorted(p for p in known if is_test_file(p))
+    added = set(top_names(new) or []) - set(top_names(old) or [])
+    if tests and added and all(name.startswith("test") for name in added):
+        raise EditRefused(
+            f"{path} is code, not tests, and the tests in {tests[0]} judge the change: fix the "
+            f"code of {path} instead of adding tests to it"
+        )
 
 
 def refuse_unseen(path: str, hidden: Collection[str], given: str) -> None:

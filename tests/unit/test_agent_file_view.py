@@ -148,3 +148,14 @@ def test_a_copy_that_drops_a_shown_function_is_merged_by_definition() -> None:
     assert view is not None
     dropped = view.text.replace(helper("helper_20"), "")
     assert view.apply(dropped) is None
+
+
+def test_tests_added_to_a_module_are_refused_when_the_workspace_has_tests() -> None:
+    view = in_part(MODULE, {"parse_duration"})
+    assert view is not None
+    files = {"helpers.py": MODULE}
+    known = {"helpers.py", "test_helpers.py"}
+    block = FileBlock("helpers.py", "def test_parse_duration():\n    assert 1\n", "python")
+    with pytest.raises(EditRefused, match="is code, not tests, and the tests in test_helpers"):
+        resolve(block, files, known, files.get, (), {"helpers.py": view})
+    assert resolve(block, files, {"helpers.py"}, files.get, (), {}).how == "merged"
