@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import difflib
 import importlib
 import json
 import shlex
@@ -159,8 +160,6 @@ def one(args: argparse.Namespace, url: str, task: Task, arm: str, run: int) -> d
 
 def changed_lines(old: str, new: str) -> int:
     """Lines that differ (a real fix here is one line; a rewrite changes many)."""
-    import difflib
-
     diff = difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=0)
     return sum(1 for d in diff if d[:1] in "+-" and not d.startswith(("+++", "---")))
 
