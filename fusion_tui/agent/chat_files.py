@@ -117,7 +117,7 @@ class ChatFiles:
     held: tuple[str, ...] = ()
     """Files the chat already shows above, unchanged since: named, not shown again."""
     views: dict[str, FileView] = field(default_factory=dict)
-    """Long Python files shown in part (`file_view.in_part`): path → the text shown."""
+    """Long Python files shown in part (`file_view.in_part`): path → what was shown."""
 
     def without(self, held: list[str]) -> ChatFiles:
         """These files left out of the text: the session's history already holds them as

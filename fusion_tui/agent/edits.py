@@ -182,12 +182,14 @@ def resolve(
     edit = dataclasses.replace(edit, content=without_self_import(path, edit.content))
     if old is not None and path.endswith(".py"):
         view = (views or {}).get(path)
-        shown = view.apply(edit.content) if view is not None and view.source == old else None
+        if view is not None and view.source != old:
+            view = None  # the file changed since it was shown: the view no longer maps onto it
+        shown = None if view is None else view.apply(edit.content)
         if shown is not None and syntax_problem(path, shown) is None:
             refuse_tests_in_code(path, old, shown, known)
             return ResolvedEdit(path, shown, "view")
         merged = merge_python(old, edit.content)
-        if merged is not None and view is not None and view.source == old:
+        if merged is not None and view is not None:
             refuse_unseen(path, view.hidden, edit.content)
         if merged is None:
             keep_python(path, old, edit)

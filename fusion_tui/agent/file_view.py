@@ -6,9 +6,9 @@ one-character fix, about seven minutes a try on two cores, and asked in words (i
 message, in the task's message, before or after the file) to give only the functions it
 changes, it still gave the whole file. Shown the file with only the functions the task and the
 failing tests name (and the ones those call), the others collapsed to a comment line that
-names them, it gave back what it was shown: a few hundred tokens, and the fix passed. The
-edit merges into the file as a partial one (`edits.merge_python`), so nothing it was not shown
-is touched.
+names them, it gave back what it was shown: a few hundred tokens, and the fix passed. An
+edited copy of the part is applied to the file as a diff of what was shown (`FileView.apply`),
+so nothing the model was not shown is touched.
 """
 
 from __future__ import annotations
@@ -42,6 +42,8 @@ class FileView:
     origin: tuple[int | None, ...]
     """Per shown line: the index of the source line it is, None for a comment line that
     stands for definitions left out."""
+    defined: frozenset[str] = frozenset()
+    """The file's top-level definitions."""
     hidden: frozenset[str] = frozenset()
     """The top-level definitions left out."""
 
@@ -69,7 +71,7 @@ class FileView:
                 return None
             out[span[0] : span[1]] = new[j1:j2]
         result = "\n".join(out)
-        return result if _keeps_definitions(self.source, result) else None
+        return result if self.defined <= _defined(result) else None
 
     def _given_range(self, new: list[str]) -> tuple[int, int]:
         """The shown lines the copy covers: from the shown line its first line is to the one
@@ -99,14 +101,13 @@ class FileView:
         return after, after
 
 
-def _keeps_definitions(old: str, new: str) -> bool:
-    """Whether every top-level definition of `old` is still in `new` (which parses)."""
+def _defined(source: str) -> frozenset[str]:
+    """The top-level definitions of `source`; none when it does not parse."""
     try:
-        tree = ast.parse(new)
+        tree = ast.parse(source)
     except (SyntaxError, ValueError):
-        return False
-    names = {n.name for n in tree.body if isinstance(n, _Def)}
-    return all(n.name in names for n in ast.parse(old).body if isinstance(n, _Def))
+        return frozenset()
+    return frozenset(n.name for n in tree.body if isinstance(n, _Def))
 
 
 def in_part(source: str, words: Collection[str]) -> FileView | None:
@@ -132,7 +133,8 @@ def in_part(source: str, words: Collection[str]) -> FileView | None:
     lines = source.split("\n")
     out = _Lines(lines)
     out.take(_body_view(tree.body, 0, named, partial, words, out), len(lines))
-    view = FileView(source, tuple(out.lines), tuple(out.origin), frozenset(top) - named - partial)
+    defined = frozenset(top)
+    view = FileView(source, tuple(out.lines), tuple(out.origin), defined, defined - named - partial)
     return view if len(view.text) <= MAX_PART * len(source) else None
 
 
