@@ -64,6 +64,26 @@ def top_names(source: str) -> list[str] | None:
     ]
 
 
+def defined_names(source: str) -> list[str]:
+    """The top-level definitions of Python source, and `Class.method` for each class's
+    methods; none when it does not parse."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    names = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.append(node.name)
+        if isinstance(node, ast.ClassDef):
+            names += [
+                f"{node.name}.{n.name}"
+                for n in node.body
+                if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+            ]
+    return names
+
+
 def same_code(old: str, new: str, path: str) -> bool:
     """Whether two texts of a Python file run the same: equal once docstrings and comments are
     left out (a fix that only moves a docstring's lines fixes nothing). False for other files,
@@ -184,13 +204,13 @@ def resolve(
         view = (views or {}).get(path)
         if view is not None and view.source != old:
             view = None  # the file changed since it was shown: the view no longer maps onto it
+        if view is not None:
+            refuse_unseen(path, view, edit.content)
         shown = None if view is None else view.apply(edit.content)
         if shown is not None and syntax_problem(path, shown) is None:
             refuse_tests_in_code(path, old, shown, known)
             return ResolvedEdit(path, shown, "view")
         merged = merge_python(old, edit.content)
-        if merged is not None and view is not None:
-            refuse_unseen(path, view.hidden, edit.content)
         if merged is None:
             keep_python(path, old, edit)
         given = edit.content if merged is None else merged
@@ -216,15 +236,19 @@ def refuse_tests_in_code(path: str, old: str, new: str, known: Collection[str]) 
         )
 
 
-def refuse_unseen(path: str, hidden: Collection[str], given: str) -> None:
-    """Refuses a partial edit that redefines a function of a file shown in part that was not
-    shown: it was written blind. Seen on the 1.5B: shown `indent` and told that `dedent` was
-    not shown, it wrote a `dedent` that was `indent` renamed, and the tests of both failed."""
-    unseen = [name for name in top_names(given) or [] if name in hidden]
+def refuse_unseen(path: str, view: FileView, given: str) -> None:
+    """Refuses a partial edit that redefines a function (or a method of a class shown in part)
+    of a file shown in part that was not shown: it was written blind. Seen on the 1.5B: shown
+    `indent` and told that `dedent` was not shown, it wrote a `dedent` that was `indent`
+    renamed, and the tests of both failed."""
+    names = defined_names(given)
+    if view.hidden <= set(names):
+        return  # the whole file, as a model that has seen it whole gives it back
+    unseen = [name for name in names if name in view.hidden]
     if unseen:
-        names = ", ".join(f"`{n}`" for n in unseen)
+        listed = ", ".join(f"`{n}`" for n in unseen)
         raise EditRefused(
-            f"{path} was shown to you in part, without {names}; change only what you were "
+            f"{path} was shown to you in part, without {listed}; change only what you were "
             f"shown, or read {path} first (read_file) to see the rest"
         )
 

@@ -45,7 +45,8 @@ class FileView:
     defined: frozenset[str] = frozenset()
     """The file's top-level definitions."""
     hidden: frozenset[str] = frozenset()
-    """The top-level definitions left out."""
+    """The definitions left out: top-level names, and `Class.method` for the methods left out
+    of a class shown in part."""
 
     @property
     def text(self) -> str:
@@ -134,7 +135,8 @@ def in_part(source: str, words: Collection[str]) -> FileView | None:
     out = _Lines(lines)
     out.take(_body_view(tree.body, 0, named, partial, words, out), len(lines))
     defined = frozenset(top)
-    view = FileView(source, tuple(out.lines), tuple(out.origin), defined, defined - named - partial)
+    hidden = defined - named - partial | _hidden_methods(top, partial, words)
+    view = FileView(source, tuple(out.lines), tuple(out.origin), defined, hidden)
     return view if len(view.text) <= MAX_PART * len(source) else None
 
 
@@ -166,6 +168,18 @@ def _named_methods(cls: ast.ClassDef, words: Collection[str]) -> set[str]:
         if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self"
     }  # fmt: skip
     return named | {name for name in on_self if name in methods}
+
+
+def _hidden_methods(top: dict[str, _Def], partial: set[str], words: Collection[str]) -> set[str]:
+    """`Class.method` for each method left out of a class shown in part."""
+    hidden = set()
+    for name in partial:
+        cls = top[name]
+        assert isinstance(cls, ast.ClassDef)
+        shown = _named_methods(cls, words)
+        left_out = (n.name for n in cls.body if isinstance(n, _Def) and n.name not in shown)
+        hidden |= {f"{name}.{method}" for method in left_out}
+    return hidden
 
 
 def _called(top: dict[str, _Def], shown: set[str]) -> set[str]:

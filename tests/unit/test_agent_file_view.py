@@ -95,6 +95,22 @@ def test_a_class_with_named_methods_is_shown_with_those_methods_and_their_helper
     assert view.apply(edited) == source.replace("if 1 < 3 else 1", "if 1 < 2 else 1")
 
 
+def test_a_method_that_was_not_shown_is_not_written_blind() -> None:
+    methods = "\n".join(f"    def m{i}(self):\n        return self.size * {i}\n" for i in range(99))
+    source = f"class Box:\n    size = 3\n\n{methods}"
+    view = in_part(source, {"m1"})
+    assert view is not None and "Box.m7" in view.hidden and "Box.m1" not in view.hidden
+    files = {"box.py": source}
+    blind = FileBlock("box.py", "class Box:\n    def m7(self):\n        return 0\n", "python")
+    with pytest.raises(EditRefused, match=r"shown to you in part, without `Box\.m7`"):
+        resolve(blind, files, set(files), files.get, (), {"box.py": view})
+    seen = FileBlock("box.py", "class Box:\n    def m1(self):\n        return 0\n", "python")
+    done = resolve(seen, files, set(files), files.get, (), {"box.py": view})
+    assert "def m1(self):\n        return 0" in done.content and "def m7(self)" in done.content
+    whole = FileBlock("box.py", source.replace("size * 7", "size * 8"), "python")
+    assert "size * 8" in resolve(whole, files, set(files), files.get, (), {"box.py": view}).content
+
+
 def test_chat_files_show_a_long_module_in_part_and_tests_whole() -> None:
     tests = "from helpers import helper_30, parse_duration\n\n\ndef test_it():\n    pass\n"
     files = {"helpers.py": MODULE, "test_helpers.py": tests}
