@@ -202,8 +202,8 @@ def resolve(
     edit = dataclasses.replace(edit, content=without_self_import(path, edit.content))
     if old is not None and path.endswith(".py"):
         view = (views or {}).get(path)
-        if view is not None and view.source != old:
-            view = None  # the file changed since it was shown: the view no longer maps onto it
+        if view is not None:
+            view = view.on(old)  # the file may have changed since: its text now, in part
         if view is not None:
             refuse_unseen(path, view, edit.content)
         shown = None if view is None else view.apply(edit.content)

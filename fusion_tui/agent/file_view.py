@@ -47,10 +47,19 @@ class FileView:
     hidden: frozenset[str] = frozenset()
     """The definitions left out: top-level names, and `Class.method` for the methods left out
     of a class shown in part."""
+    words: frozenset[str] = frozenset()
+    """The names that chose what is shown."""
 
     @property
     def text(self) -> str:
         return "\n".join(self.lines)
+
+    def on(self, source: str) -> FileView | None:
+        """The view of the file as it is now, after a write: the same choice of definitions on
+        the new text, so that a later copy of the part (the fix after a failed test run) is
+        applied as a change too, and what stays hidden stays guarded. None when the new text
+        is not worth showing in part."""
+        return self if source == self.source else in_part(source, self.words)
 
     def apply(self, given: str) -> str | None:
         """The source with the changes that `given`, an edited copy of the view, makes to it;
@@ -136,7 +145,9 @@ def in_part(source: str, words: Collection[str]) -> FileView | None:
     out.take(_body_view(tree.body, 0, named, partial, words, out), len(lines))
     defined = frozenset(top)
     hidden = defined - named - partial | _hidden_methods(top, partial, words)
-    view = FileView(source, tuple(out.lines), tuple(out.origin), defined, hidden)
+    view = FileView(
+        source, tuple(out.lines), tuple(out.origin), defined, hidden, frozenset(words)
+    )  # fmt: skip
     return view if len(view.text) <= MAX_PART * len(source) else None
 
 

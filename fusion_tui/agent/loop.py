@@ -416,9 +416,10 @@ class _Run:
         the whole cap). A reply cut inside a file's block writes nothing, so a cap below
         the file's size spends all of it for nothing, step after step (the 1.5B on Exercism's
         ledger, a 10.6 kB file: every rewrite ran to the 2,048-token cap). At most half the
-        slot, for the prompt holds the file too; never raised when `agent.maxTokens` is set."""
+        slot, for the prompt holds the file too; never raised when `agent.maxTokens` is set.
+        A file shown in part counts as long as its part: that is what the model gives back."""
         sizes = [
-            len(t) for p, t in self.files.texts.items()
+            self.shown_size(p, t) for p, t in self.files.texts.items()
             if not is_test_file(p) and not p.endswith(PROSE_SUFFIXES)
         ]  # fmt: skip
         if not self.cfg.fit_whole_files or not sizes:
@@ -426,6 +427,12 @@ class _Run:
         need = int(max(sizes) / await self.chars_per_token() * WHOLE_FILE_SLACK) + REPLY_WORDS
         n_ctx = self.compactor.context()
         return max(self.cfg.n_predict, min(need, n_ctx // 2) if n_ctx > 0 else need)
+
+    def shown_size(self, path: str, text: str) -> int:
+        """How long `path` is as the model sees it: its part when shown in part."""
+        view = self.files.views.get(path)
+        part = None if view is None else view.on(text)
+        return len(text) if part is None else len(part.text)
 
     # --- running what a reply says -------------------------------------------------------------
 

@@ -448,7 +448,7 @@ async def test_tests_that_hang_are_stopped_at_the_tasks_ceiling(tmp_path: Path) 
 async def test_a_step_may_write_the_largest_file_in_the_chat_in_full(tmp_path: Path) -> None:
     """A reply cut inside a file's block writes nothing: the 1.5B's every rewrite of a 10.6 kB
     file ran to the 2,048-token cap. The cap grows to the file; a test file or prose does not
-    count, and a cap the user set holds."""
+    count, a file shown in part counts as its part, and a cap the user set holds."""
     from fusion_tui.agent.approval import HeadlessApprover
     from tests.unit.test_agent_fakes import edit
 
@@ -461,11 +461,12 @@ async def test_a_step_may_write_the_largest_file_in_the_chat_in_full(tmp_path: P
         replies = [edit("big.py", text.replace("x + 0", "x") + "y = 2\n"), Say("Done.")]
         script = Script(FakeClock(start=1000.0), replies)
         deps = make_deps(tmp_path, script, approver=HeadlessApprover(yes=True))
-        config = config or AgentConfig(find_tests=False)
+        config = config or AgentConfig(find_tests=False, long_files_in_part=False)
         await run_task("change f0 in big.py", session_id="s", deps=deps, config=config)
         return int(script.bodies[0]["n_predict"])
 
     per_token = 3.0  # no server to count with: the usual ratio (CHARS_PER_TOKEN)
     assert await caps() == int(len(big) / per_token * 1.15) + 256 > 2048
     assert await caps(AgentConfig(fit_whole_files=False, find_tests=False)) == 2048
+    assert await caps(AgentConfig(find_tests=False)) == 2048  # f0 and a line for the rest
     assert await caps(text="x = 1\n") == 2048
