@@ -4,7 +4,7 @@ A small model copies what it sees: a resumed session's history holds our placeho
 "(interrupted before this step was answered)", and a tool result may read "(empty)". An answer that
 says only that is not one; the loop asks once more, then ends with the outcome `no_answer`. A task
 that asks for a change and gets an answer without one is asked once more too, then ends
-`no_change`.
+`no_change`; one the model declines ("I apologize, but I cannot ...") is asked afresh instead.
 """
 
 from __future__ import annotations
@@ -61,6 +61,21 @@ def wants_change(task: str) -> bool:
     if _QUESTION.match(text) and text.rstrip().endswith("?"):
         return False
     return bool(_CHANGE.search(text))
+
+
+_DECLINE = re.compile(
+    r"^\W*(i apologi[sz]e|i'?m sorry|i am sorry|sorry)\b[^.]{0,80}?\b("
+    r"can(?:no|')t|unable|not able)\b",
+    re.I,
+)
+
+
+def declines(prose: str) -> bool:
+    """Whether a reply without code is the model declining the task ("I apologize, but I
+    cannot provide a file ..."). Seen on the 1.5B coder, on Exercism's error-handling, twice in
+    one task: asked again with the refusal in its own last turn, a small model refuses again,
+    so the task is asked afresh instead (`loop.py`)."""
+    return len(prose) < 600 and _DECLINE.search(prose) is not None
 
 
 def finish_problem(summary: str) -> str | None:

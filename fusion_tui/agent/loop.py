@@ -50,6 +50,7 @@ from fusion_tui.agent.file_view import words_of
 from fusion_tui.agent.finish_check import (
     NO_CHANGE_NOTE,
     RETRY_NOTE,
+    declines,
     finish_problem,
     no_answer_reason,
     wants_change,
@@ -689,6 +690,9 @@ class _Run:
                     reason = f"{self.failed_reason_now()}; the last fix changed nothing"
                     return "tests_failed", parsed.prose, reason  # its edit never ran
             if not parsed.items and not parsed.problems:
+                declined = wants_change(self.task) and declines(parsed.prose)
+                if declined and await self.try_again("the model declined the task"):
+                    continue
                 if self.resample("the fresh attempt gave words but no code"):
                     continue
                 nudge = self.nudge(parsed.prose)

@@ -26,8 +26,9 @@ for three of those six within six tries. Hence the rule:
   examples: those are the model's own and change with its code) (seen: every
   attempt of the 1.5B on Exercism's pov broke the tests' import, so none had a count, and the
   first of them was kept over files that failed 15 of 15 tests but imported);
-- a task that goes nowhere before it wrote anything (it repeats itself into `stuck`, or answers
-  a change with words twice) starts over from its own prompt, sampled so, while a retry is left.
+- a task that goes nowhere before it wrote anything (it repeats itself into `stuck`, answers
+  a change with words twice, or declines it) starts over from its own prompt, sampled so, while
+  a retry is left; an attempt declined in a fix round is closed like one that went nowhere.
 
 Only the reply that opens a fresh attempt is sampled so; the fixes after it use the task's own
 sampling. Nothing here talks to the server or the workspace: the loop does (`loop.py`).

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from fusion_tui.agent.approval import HeadlessApprover
-from fusion_tui.agent.finish_check import INTERRUPTED, finish_problem
+from fusion_tui.agent.finish_check import INTERRUPTED, declines, finish_problem
 from fusion_tui.agent.loop import AgentConfig, run_task
 from fusion_tui.agent.retry import RETRY_TEMPERATURE
 from tests.fakes.clock import FakeClock
@@ -81,3 +81,34 @@ async def test_a_change_made_after_the_nudge_completes(tmp_path: Path) -> None:
     res = await run_task("fix the sign in calc.py", session_id="s", deps=deps)
     assert (res.outcome, res.changed) == ("completed", ["calc.py"])
     assert "a - b" in (tmp_path / "calc.py").read_text()
+
+
+@pytest.mark.parametrize(
+    ("prose", "declined"),
+    [
+        ("I apologize, but I cannot provide a file or any content related to the provided "
+         "instructions or requirements.", True),
+        ("I'm sorry, but I can't assist with that.", True),
+        ("Sorry, I am unable to help with this.", True),
+        ("I apologize for the confusion. The bug is in `sub`.", False),
+        ("The function is right; I cannot see a bug in it.", False),
+    ],
+)  # fmt: skip
+def test_a_reply_that_declines_the_task_is_told_apart(prose: str, declined: bool) -> None:
+    assert declines(prose) is declined
+
+
+async def test_a_declined_change_task_is_asked_afresh_at_once(tmp_path: Path) -> None:
+    """Seen with the 1.5B coder on Exercism's error-handling: "I apologize, but I cannot
+    provide a file ...", and again when asked with that in its own last turn. The task's prompt
+    is asked again, sampled as a fresh attempt, without the nudge round between."""
+    (tmp_path / "calc.py").write_text("def sub(a, b):\n    return a + b\n")
+    clock = FakeClock()
+    fixed = edit("calc.py", "def sub(a, b):\n    return a - b\n")
+    script = Script(clock, [Say("I apologize, but I cannot provide a file."), fixed])
+    deps = make_deps(tmp_path, script, approver=HeadlessApprover(yes=True))
+    res = await run_task("fix the sign in calc.py", session_id="s", deps=deps)
+    assert (res.outcome, res.changed, res.steps) == ("completed", ["calc.py"], 2)
+    first, again = script.bodies
+    assert again["prompt"] == first["prompt"]
+    assert again["temperature"] == RETRY_TEMPERATURE
