@@ -168,11 +168,25 @@ class _Lines:
         self.origin.append(None)
 
 
+_BUILTIN_HOOKS = frozenset({
+    "abs", "bool", "bytes", "ceil", "complex", "divmod", "float", "floor", "format", "hash",
+    "index", "int", "iter", "len", "next", "pow", "repr", "reversed", "round", "str", "trunc",
+})  # fmt: skip
+"""Functions that call a special method of their argument: `round(x)` runs `x.__round__`."""
+
+
+def _names(method: str, words: Collection[str]) -> bool:
+    """Whether `words` name a method: by its name, or by the function that calls it (a task
+    about `round(Fraction(5, 2))` is about `Fraction.__round__`)."""
+    hook = method[2:-2] if method.startswith("__") and method.endswith("__") else None
+    return method in words or (hook in _BUILTIN_HOOKS and hook in words)
+
+
 def _named_methods(cls: ast.ClassDef, words: Collection[str]) -> set[str]:
     """The methods `words` name, and the methods of the class those call on `self` (one
     level): a method is read with its helpers."""
     methods = {n.name: n for n in cls.body if isinstance(n, _Def)}
-    named = {name for name in methods if name in words}
+    named = {name for name in methods if _names(name, words)}
     calls = (c.func for name in named for c in ast.walk(methods[name]) if isinstance(c, ast.Call))
     on_self = {
         f.attr for f in calls

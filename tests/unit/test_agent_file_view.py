@@ -187,3 +187,13 @@ def test_tests_added_to_a_module_are_refused_when_the_workspace_has_tests() -> N
     with pytest.raises(EditRefused, match="is code, not tests, and the tests in test_helpers"):
         resolve(block, files, known, files.get, (), {"helpers.py": view})
     assert resolve(block, files, {"helpers.py"}, files.get, (), {}).how == "merged"
+
+
+def test_a_builtin_named_in_the_task_names_the_special_method_it_calls() -> None:
+    methods = "\n".join(f"    def m{i}(self):\n        return self.size * {i}\n" for i in range(99))
+    hook = "    def __round__(self):\n        return self.size\n"
+    source = f"class Box:\n    size = 3\n\n{methods}\n{hook}"
+    view = in_part(source, words_of("round(Box()) gives 3, it should give 2"))
+    assert view is not None
+    assert "def __round__(self):" in view.text and "def m7(self)" not in view.text
+    assert in_part(source, words_of("Box() rounds wrong")) is None  # the class, whole: too long
