@@ -279,6 +279,49 @@ def examples_feedback(command: str, exit: int | None, output_tail: str, rounds_l
     )
 
 
+_SECTION = re.compile(r"^=+ (.+?) =+$")
+_FRAME_LINE = re.compile(r"^(>|E |_ _|_{3,}|\S+:\d+: )")
+LONG_SOURCE_RUN = 6
+"""A frame's source lines beyond this are cut to its first line and the three before the
+failing one."""
+
+
+def condensed(output: str) -> str:
+    """pytest's output with each long run of a frame's source cut to the run's first line (the
+    `def`) and the three lines before the failing one. Why: pytest's default traceback prints
+    the whole function of the frame that raised; when that is library code, the tail the model
+    is shown holds 50 lines of it and not the test's own failing line (seen: a `quote` fix
+    checked with `shlex.split`, whose `read_token` filled the tail, and the 1.5B gave its
+    failing fix back)."""
+    out: list[str] = []
+    run: list[str] = []
+    failures = captured = False
+
+    def flush() -> None:
+        first = next((i for i, line in enumerate(run) if line.strip()), 0)
+        if len(run) - first > LONG_SOURCE_RUN:
+            indent = run[first][: len(run[first]) - len(run[first].lstrip())]
+            run[first + 1 : -3] = [f"{indent}..."]
+        out.extend(run)
+        run.clear()
+
+    for line in output.split("\n"):
+        section = _SECTION.match(line)
+        if section:
+            failures = section.group(1) in ("FAILURES", "ERRORS")
+        elif line.startswith("---") and " Captured " in line:
+            captured = True  # what the test printed is kept whole
+        elif line.startswith("___"):
+            captured = False  # the next test's report
+        elif failures and not captured and not _FRAME_LINE.match(line) and not line[:1].strip():
+            run.append(line)
+            continue
+        flush()
+        out.append(line)
+    flush()
+    return "\n".join(out)
+
+
 def tail(text: str, lines: int = TAIL_LINES, chars: int = TAIL_CHARS) -> str:
     """The last `lines` lines of `text`, at most `chars` characters."""
     kept = "\n".join(text.rstrip().split("\n")[-lines:])

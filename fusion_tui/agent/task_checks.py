@@ -18,6 +18,7 @@ from fusion_tui.agent.checks import (
     EXAMPLES_TIMEOUT_S,
     OwnCheck,
     asks_to_change_tests,
+    condensed,
     examples_command,
     examples_failed,
     examples_feedback,
@@ -225,7 +226,8 @@ class TaskChecks:
             return None
         t0 = self.clock.now()
         done = await execute(self.ctx, command, check.timeout_s)
-        run = TestRan(self.step(), command, done.ok, done.exit, tail(done.output), round_,
+        shown = tail(condensed(done.output))
+        run = TestRan(self.step(), command, done.ok, done.exit, shown, round_,
                       (self.clock.now() - t0) * 1000)  # fmt: skip
         self.emit(run)
         bad = check.failed(done.exit, done.output)
@@ -238,7 +240,8 @@ class TaskChecks:
         command = self.cfg.test_cmd or ""
         t0 = self.clock.now()
         done = await execute(self.ctx, command, self.cfg.test_timeout_s)
-        run = TestRan(self.step(), command, done.ok, done.exit, tail(done.output), round_,
+        shown = tail(condensed(done.output))
+        run = TestRan(self.step(), command, done.ok, done.exit, shown, round_,
                       (self.clock.now() - t0) * 1000)  # fmt: skip
         if round_ > 0:
             self.last_test, self.tested = run, dict(self.files.texts)
