@@ -64,26 +64,6 @@ def top_names(source: str) -> list[str] | None:
     ]
 
 
-def defined_names(source: str) -> list[str]:
-    """The top-level definitions of Python source, and `Class.method` for each class's
-    methods; none when it does not parse."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return []
-    names = []
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            names.append(node.name)
-        if isinstance(node, ast.ClassDef):
-            names += [
-                f"{node.name}.{n.name}"
-                for n in node.body
-                if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
-            ]
-    return names
-
-
 def same_code(old: str, new: str, path: str) -> bool:
     """Whether two texts of a Python file run the same: equal once docstrings and comments are
     left out (a fix that only moves a docstring's lines fixes nothing). False for other files,
@@ -204,8 +184,8 @@ def resolve(
         view = (views or {}).get(path)
         if view is not None:
             view = view.on(old)  # the file may have changed since: its text now, in part
-        if view is not None:
-            refuse_unseen(path, view, edit.content)
+            if view is not None:
+                refuse_unseen(path, view, edit.content)
         shown = None if view is None else view.apply(edit.content)
         if shown is not None and syntax_problem(path, shown) is None:
             refuse_tests_in_code(path, old, shown, known)
@@ -241,10 +221,7 @@ def refuse_unseen(path: str, view: FileView, given: str) -> None:
     of a file shown in part that was not shown: it was written blind. Seen on the 1.5B: shown
     `indent` and told that `dedent` was not shown, it wrote a `dedent` that was `indent`
     renamed, and the tests of both failed."""
-    names = defined_names(given)
-    if view.hidden <= set(names):
-        return  # the whole file, as a model that has seen it whole gives it back
-    unseen = [name for name in names if name in view.hidden]
+    unseen = view.unseen_in(given)
     if unseen:
         listed = ", ".join(f"`{n}`" for n in unseen)
         raise EditRefused(

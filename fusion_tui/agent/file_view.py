@@ -61,6 +61,13 @@ class FileView:
         is not worth showing in part."""
         return self if source == self.source else in_part(source, self.words)
 
+    def unseen_in(self, given: str) -> list[str]:
+        """The definitions left out of the view that `given` defines: written blind. Empty when
+        `given` defines all of them: that is the whole file, as a model that has seen it whole
+        gives it back."""
+        names = _definitions(given)
+        return [] if self.hidden <= set(names) else [n for n in names if n in self.hidden]
+
     def apply(self, given: str) -> str | None:
         """The source with the changes that `given`, an edited copy of the view, makes to it;
         None when `given` is not one (it drops or changes a line that stands for definitions
@@ -118,6 +125,22 @@ def _defined(source: str) -> frozenset[str]:
     except (SyntaxError, ValueError):
         return frozenset()
     return frozenset(n.name for n in tree.body if isinstance(n, _Def))
+
+
+def _definitions(source: str) -> list[str]:
+    """The top-level definitions of `source`, and `Class.method` for each class's methods (as
+    `FileView.hidden` names them); none when it does not parse."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    names = []
+    for node in tree.body:
+        if isinstance(node, _Def):
+            names.append(node.name)
+        if isinstance(node, ast.ClassDef):
+            names += [f"{node.name}.{n.name}" for n in node.body if isinstance(n, _Def)]
+    return names
 
 
 def in_part(source: str, words: Collection[str]) -> FileView | None:
