@@ -18,9 +18,10 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from fusion_tui.agent.checks import is_test_file
-from fusion_tui.agent.file_view import FileView, in_part, words_of
+from fusion_tui.agent.file_view import FileView, in_part, words_of_tests
 from fusion_tui.agent.tools.workspace import ToolError, Workspace
 
 SKIP_DIRS = frozenset(
@@ -180,7 +181,9 @@ def choose(
     small = len(sources) <= SMALL_WORKSPACE_FILES
     if words is not None:  # what the tests shown use is what the task is about
         tests = [p for p in (sources if small else wanted) if is_test_file(p)]
-        words = words.union(*(words_of(t) for t in map(text_of, tests) if t is not None))
+        local = {n.removesuffix(".py") for f in files if f.endswith(".py") for n in (
+            Path(f).name, Path(f).parts[0])}  # fmt: skip
+        words = words.union(*(words_of_tests(t, local) for t in map(text_of, tests) if t))
     if small:
         total = sum(n for n in map(size_of, sources) if n is not None)
         if total <= min(SMALL_WORKSPACE_CHARS, budget_chars):

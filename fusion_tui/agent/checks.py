@@ -322,6 +322,33 @@ def condensed(output: str) -> str:
     return "\n".join(out)
 
 
+_LOCATION = re.compile(r"^(\S+\.py):\d+: ")
+
+
+def own_frames(output: str) -> str:
+    """pytest's output without the traceback frames of files outside the workspace (pytest
+    gives their path absolute, or relative when that is shorter: the standard library, an
+    installed package). Why: the names in the output
+    choose what a long file shows, and a library's frames name the library's functions (a test
+    that checks `quote` with `shlex.split` named `read_token`, and the copy of shlex in the
+    workspace was shown with it)."""
+    out: list[str] = []
+    frame: list[str] = []
+    for line in output.split("\n"):
+        frame.append(line)
+        location = _LOCATION.match(line)
+        if location:
+            path = location.group(1)
+            if not path.startswith(("/", "..")) and "site-packages" not in path:
+                out.extend(frame)
+            frame = []
+        elif line.startswith(("_ _", "___")) or _SECTION.match(line):
+            out.extend(frame)
+            frame = []
+    out.extend(frame)
+    return "\n".join(out)
+
+
 def tail(text: str, lines: int = TAIL_LINES, chars: int = TAIL_CHARS) -> str:
     """The last `lines` lines of `text`, at most `chars` characters."""
     kept = "\n".join(text.rstrip().split("\n")[-lines:])

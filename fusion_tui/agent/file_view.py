@@ -33,6 +33,31 @@ def words_of(text: str) -> set[str]:
     return set(re.findall(r"[A-Za-z_]\w*", text))
 
 
+def words_of_tests(source: str, local: Collection[str]) -> set[str]:
+    """The identifiers in a test file, less the modules it imports from outside the workspace
+    (`local`: the workspace's module names) and the names it uses from those. Why: a test
+    that checks `quote` against the standard library's (`import shlex as real`,
+    `real.split(...)`) named the copy's `shlex` class and `split` to the view, and the file was
+    shown whole."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return words_of(source)
+    foreign: set[str] = set()
+    lines = source.split("\n")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported = [a for a in node.names if a.name.split(".")[0] not in local]
+            foreign |= {a.asname or a.name.split(".")[0] for a in imported}
+            if len(imported) == len(node.names):
+                end = node.end_lineno or node.lineno
+                lines[node.lineno - 1 : end] = [""] * (end - node.lineno + 1)
+    if not foreign:
+        return words_of(source)
+    uses = re.compile(rf"\b(?:{'|'.join(map(re.escape, foreign))})(?:\s*\.\s*\w+)*")
+    return words_of(uses.sub("", "\n".join(lines)))
+
+
 @dataclass(frozen=True)
 class FileView:
     """A file as shown in part: its lines, each with the source line it shows."""
@@ -145,8 +170,10 @@ def _definitions(source: str) -> list[str]:
 
 def in_part(source: str, words: Collection[str]) -> FileView | None:
     """`source` with the top-level definitions `words` name shown in full (and the functions
-    those call), a class whose methods are named with those methods only, and each run of the
-    others as one comment line naming them; None when the file is short, does not parse,
+    those call), a class whose methods are named with those methods only, a class that the
+    shown code makes but `words` do not name with its `__init__` only (a 10 kB lexer class
+    that `split` makes would show the whole module), and each run of the others as one
+    comment line naming them; None when the file is short, does not parse,
     names none of its definitions, or the view would not be much shorter. Words are names:
     give the task's, the failing tests' and those of the test files shown beside it."""
     if len(source) < LONG_FILE_CHARS:
@@ -156,18 +183,25 @@ def in_part(source: str, words: Collection[str]) -> FileView | None:
     except (SyntaxError, ValueError):
         return None
     top = {n.name: n for n in tree.body if isinstance(n, _Def)}
-    partial = {
-        n.name for n in top.values() if isinstance(n, ast.ClassDef) and _named_methods(n, words)
+    methods = {
+        n.name: shown for n in top.values()
+        if isinstance(n, ast.ClassDef) and (shown := _named_methods(n, words))
     }  # fmt: skip
-    named = {name for name in top if name in words} - partial
-    if not named and not partial:
+    named = {name for name in top if name in words} - set(methods)
+    if not named and not methods:
         return None
-    named |= _called(top, named | partial) - partial
+    for name in _called(_shown(top, named, methods), top) - named - set(methods):
+        node = top[name]
+        if isinstance(node, ast.ClassDef):  # made, not read: how it is made is what counts
+            methods[name] = _named_methods(node, {"__init__"})
+        else:
+            named.add(name)
     lines = source.split("\n")
     out = _Lines(lines)
-    out.take(_body_view(tree.body, 0, named, partial, words, out), len(lines))
+    used = set(words) | _used(_shown(top, named, methods))
+    out.take(_body_view(tree.body, 0, _Choice(named, methods, used), out), len(lines))
     defined = frozenset(top)
-    hidden = defined - named - partial | _hidden_methods(top, partial, words)
+    hidden = defined - named - set(methods) | _hidden_methods(top, methods)
     view = FileView(
         source, tuple(out.lines), tuple(out.origin), defined, hidden, frozenset(words)
     )  # fmt: skip
@@ -218,23 +252,37 @@ def _named_methods(cls: ast.ClassDef, words: Collection[str]) -> set[str]:
     return named | {name for name in on_self if name in methods}
 
 
-def _hidden_methods(top: dict[str, _Def], partial: set[str], words: Collection[str]) -> set[str]:
+def _hidden_methods(top: dict[str, _Def], methods: dict[str, set[str]]) -> set[str]:
     """`Class.method` for each method left out of a class shown in part."""
     hidden = set()
-    for name in partial:
+    for name, shown in methods.items():
         cls = top[name]
-        assert isinstance(cls, ast.ClassDef)
-        shown = _named_methods(cls, words)
         left_out = (n.name for n in cls.body if isinstance(n, _Def) and n.name not in shown)
         hidden |= {f"{name}.{method}" for method in left_out}
     return hidden
 
 
-def _called(top: dict[str, _Def], shown: set[str]) -> set[str]:
+def _shown(top: dict[str, _Def], named: set[str], methods: dict[str, set[str]]) -> list[_Def]:
+    """The definitions shown in full: the named ones, and the shown methods of the classes
+    shown in part."""
+    shown = [top[name] for name in named]
+    for name, chosen in methods.items():
+        shown += [n for n in top[name].body if isinstance(n, _Def) and n.name in chosen]
+    return shown
+
+
+def _called(shown: list[_Def], top: dict[str, _Def]) -> set[str]:
     """Top-level definitions that the shown ones call or instantiate (one level): a function
     is read with its helpers."""
-    calls = (c.func for name in shown for c in ast.walk(top[name]) if isinstance(c, ast.Call))
+    calls = (c.func for node in shown for c in ast.walk(node) if isinstance(c, ast.Call))
     return {f.id for f in calls if isinstance(f, ast.Name) and f.id in top}
+
+
+def _used(shown: list[_Def]) -> set[str]:
+    """The names the shown definitions use: variables and attributes."""
+    found = (n for node in shown for n in ast.walk(node))
+    return {n.id if isinstance(n, ast.Name) else n.attr for n in found
+            if isinstance(n, ast.Name | ast.Attribute)}  # fmt: skip
 
 
 def _first_line(node: ast.stmt) -> int:
@@ -243,20 +291,56 @@ def _first_line(node: ast.stmt) -> int:
     return min([node.lineno, *(d.lineno for d in decorators)]) - 1
 
 
-def _body_view(
-    body: Sequence[ast.stmt],
-    pos: int,
-    shown: Collection[str],
-    partial: Collection[str],
-    words: Collection[str],
-    out: _Lines,
-) -> int:
+@dataclass(frozen=True)
+class _Choice:
+    """What a body's view shows."""
+
+    shown: Collection[str]
+    """The definitions shown in full."""
+    methods: dict[str, set[str]]
+    """The classes shown in part, each with the methods shown."""
+    used: Collection[str]
+    """The names the shown code uses, and the words: a statement that binds one is shown."""
+
+
+_FOLDED_LINES = 3
+"""A statement longer than this that binds only names the shown code does not use is left
+out of the view (a 13-line regex, a table): a small model gives back what it is shown."""
+
+
+def _bound(node: ast.stmt) -> list[str]:
+    """The names an assignment binds, in order; none for any other statement."""
+    if not isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+        return []
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    return [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+
+
+def _folded(node: ast.stmt, choice: _Choice, hidden: Collection[str]) -> bool:
+    """Whether a statement that is not a definition is left out: an assignment of names the
+    shown code does not use that is long, or that is made of definitions left out (a class's
+    `__add__, __radd__ = _operator_fallbacks(_add, operator.add)` after its hidden `_add`)."""
+    bound = set(_bound(node))
+    if not bound or bound & set(choice.used):
+        return False
+    lines = (node.end_lineno or node.lineno) - node.lineno + 1
+    mentions = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+    return lines > _FOLDED_LINES or bool(mentions & set(hidden))
+
+
+def _body_view(body: Sequence[ast.stmt], pos: int, choice: _Choice, out: _Lines) -> int:
     """Adds the view of `body`'s lines from `pos` on to `out`; returns where it stopped."""
-    hidden: list[_Def] = []
+    left_out = {
+        n.name for n in body
+        if isinstance(n, _Def) and n.name not in choice.shown and n.name not in choice.methods
+    }  # fmt: skip
+    hidden: list[ast.stmt] = []
     indent = ""
     for node in body:
         first, end = _first_line(node), node.end_lineno or node.lineno
-        if isinstance(node, _Def) and node.name not in shown and node.name not in partial:
+        if (
+            node.name in left_out if isinstance(node, _Def) else _folded(node, choice, left_out)
+        ):  # fmt: skip
             if not hidden:
                 out.take(pos, first)
                 indent = " " * node.col_offset
@@ -266,11 +350,11 @@ def _body_view(
         if hidden:
             out.mark(_marker(indent, hidden))
             hidden = []
-        if isinstance(node, ast.ClassDef) and node.name in partial:
+        if isinstance(node, ast.ClassDef) and node.name in choice.methods:
             start = _first_line(node.body[0])
             out.take(pos, start)
-            methods = _named_methods(node, words)
-            pos = _body_view(node.body, start, methods, (), words, out)
+            inner = _Choice(choice.methods[node.name], {}, choice.used)
+            pos = _body_view(node.body, start, inner, out)
             continue
         out.take(pos, end)
         pos = end
@@ -279,11 +363,12 @@ def _body_view(
     return pos
 
 
-def _marker(indent: str, hidden: list[_Def]) -> str:
+def _marker(indent: str, hidden: list[ast.stmt]) -> str:
     """One comment line for a run of definitions left out, naming them, so the model knows
     they exist (and neither writes them anew nor calls what is not there)."""
     noun = "definition"
     if all(isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) for n in hidden):
         noun = "method" if indent else "function"
-    what = f"1 more {noun}" if len(hidden) == 1 else f"{len(hidden)} more {noun}s"
-    return f"{indent}# ... {what} here, not shown: {', '.join(n.name for n in hidden)}"
+    names = [name for n in hidden for name in ([n.name] if isinstance(n, _Def) else _bound(n))]
+    what = f"1 more {noun}" if len(names) == 1 else f"{len(names)} more {noun}s"
+    return f"{indent}# ... {what} here, not shown: {', '.join(names)}"

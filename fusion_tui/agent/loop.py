@@ -33,7 +33,7 @@ from fusion_tui.agent.chat_files import (
     named_unlisted,
     workspace_files,
 )
-from fusion_tui.agent.checks import is_test_file
+from fusion_tui.agent.checks import is_test_file, own_frames
 from fusion_tui.agent.deadline import CancelToken
 from fusion_tui.agent.events import (
     EventSink,
@@ -241,7 +241,7 @@ class _Run:
         room = (n_ctx - self.cfg.n_predict) * per_token if n_ctx > 0 else 48_000
         budget = max(0, int(room * 0.6) - len(self.deps.stable_prefix))
         run = await self.checks.run_tests(0) if self.cfg.test_cmd else None
-        words = words_of(self.task + ("" if run is None else "\n" + run.tail))
+        words = words_of(self.task + ("" if run is None else "\n" + own_frames(run.tail)))
         in_part = words if self.cfg.long_files_in_part else None
         chat = choose(self.task, files, self.replies.read, budget, in_part)
         self.files.texts.update(chat.shown)

@@ -2,39 +2,41 @@
 
 from __future__ import annotations
 
-from fusion_tui.agent.checks import condensed, tail
+from fusion_tui.agent.checks import condensed, own_frames, tail
+
+BODY = "\n".join(f"        line_{i} = {i}" for i in range(80))
+OUTPUT = (
+    "F.\n"
+    "=================================== FAILURES ===================================\n"
+    "__________________________________ test_quote __________________________________\n"
+    "\n"
+    "    def test_quote():\n"
+    ">       assert real.split(quote(s)) == [s]\n"
+    "\n"
+    "test_shellwords.py:8: \n"
+    "_ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ \n"
+    "\n"
+    "self = <shlex.shlex object at 0x7f3ef7f6e4d0>\n"
+    "\n"
+    "    def read_token(self):\n"
+    f"{BODY}\n"
+    '>       raise ValueError("No closing quotation")\n'
+    "E       ValueError: No closing quotation\n"
+    "\n"
+    "/usr/lib/python3.11/shlex.py:191: ValueError\n"
+    "----------------------------- Captured stdout call -----------------------------\n"
+    + "\n".join(f"    printed {i}" for i in range(8))
+    + "\n"
+    "=========================== short test summary info ============================\n"
+    "FAILED test_shellwords.py::test_quote - ValueError: No closing quotation\n"
+    "1 failed, 1 passed in 1.04s"
+)
 
 
 def test_a_long_frame_of_library_code_is_cut_so_the_tests_own_line_stays_in_the_tail() -> None:
     """pytest's default traceback prints the whole function that raised; a `quote` fix checked
     with `shlex.split` filled the tail with `read_token` and hid the test's failing line."""
-    body = "\n".join(f"        line_{i} = {i}" for i in range(80))
-    output = (
-        "F.\n"
-        "=================================== FAILURES ===================================\n"
-        "__________________________________ test_quote __________________________________\n"
-        "\n"
-        "    def test_quote():\n"
-        ">       assert real.split(quote(s)) == [s]\n"
-        "\n"
-        "test_shellwords.py:8: \n"
-        "_ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ \n"
-        "\n"
-        "self = <shlex.shlex object at 0x7f3ef7f6e4d0>\n"
-        "\n"
-        "    def read_token(self):\n"
-        f"{body}\n"
-        '>       raise ValueError("No closing quotation")\n'
-        "E       ValueError: No closing quotation\n"
-        "\n"
-        "/usr/lib/python3.11/shlex.py:191: ValueError\n"
-        "----------------------------- Captured stdout call -----------------------------\n"
-        + "\n".join(f"    printed {i}" for i in range(8))
-        + "\n"
-        "=========================== short test summary info ============================\n"
-        "FAILED test_shellwords.py::test_quote - ValueError: No closing quotation\n"
-        "1 failed, 1 passed in 1.04s"
-    )
+    output, body = OUTPUT, BODY
     shown = condensed(output)
     assert "line_5 = 5" not in shown and "line_79 = 79" in shown
     assert "    def read_token(self):\n    ...\n        line_77 = 77\n" in shown
@@ -43,3 +45,15 @@ def test_a_long_frame_of_library_code_is_cut_so_the_tests_own_line_stays_in_the_
     assert "    printed 3" in shown and shown.endswith("1 failed, 1 passed in 1.04s")
     short = output.replace(body + "\n", "")
     assert condensed(short) == short
+
+
+def test_the_frames_of_files_outside_the_workspace_are_left_out_of_the_words() -> None:
+    """The output's names choose what a long file shows; the library's are not the file's."""
+    own = own_frames(OUTPUT)
+    assert ">       assert real.split(quote(s)) == [s]" in own
+    assert "test_shellwords.py:8: " in own and "read_token" not in own and "shlex.py" not in own
+    assert "    printed 3" in own and own.endswith("1 failed, 1 passed in 1.04s")
+    site = OUTPUT.replace("/usr/lib/python3.11/shlex.py", "../venv/site-packages/shlex.py")
+    assert "read_token" not in own_frames(site)
+    local = OUTPUT.replace("/usr/lib/python3.11/shlex.py", "shellwords.py")
+    assert "    def read_token(self):" in own_frames(local)

@@ -8,7 +8,7 @@ import pytest
 
 from fusion_tui.agent.chat_files import choose
 from fusion_tui.agent.edits import EditRefused, resolve
-from fusion_tui.agent.file_view import LONG_FILE_CHARS, in_part, words_of
+from fusion_tui.agent.file_view import LONG_FILE_CHARS, in_part, words_of, words_of_tests
 from fusion_tui.agent.reply import FileBlock
 
 
@@ -197,3 +197,75 @@ def test_a_builtin_named_in_the_task_names_the_special_method_it_calls() -> None
     assert view is not None
     assert "def __round__(self):" in view.text and "def m7(self)" not in view.text
     assert in_part(source, words_of("Box() rounds wrong")) is None  # the class, whole: too long
+
+
+def test_a_class_the_shown_code_makes_is_shown_with_its_init_only() -> None:
+    methods = "\n".join(f"    def m{i}(self):\n        return self.size * {i}\n" for i in range(99))
+    init = "    def __init__(self, size):\n        self.size = self.checked(size)\n\n"
+    checked = "    def checked(self, size):\n        return max(size, 0)\n\n"
+    source = (
+        f"class Lexer:\n    size = 3\n\n{init}{checked}{methods}\n\n"
+        "def split(text):\n    return list(Lexer(len(text)).m1())\n"
+    )
+    view = in_part(source, words_of("fix split"))
+    assert view is not None
+    assert "def split(text):" in view.text and "    def __init__(self, size):" in view.text
+    assert "    def checked(self, size):" in view.text  # what __init__ calls on self
+    assert "    def m1(self)" not in view.text and "Lexer.m1" in view.hidden
+    assert "    # ... 99 more methods here, not shown: m0, m1," in view.text
+    edited = view.text.replace("max(size, 0)", "max(size, 1)")
+    assert view.apply(edited) == source.replace("max(size, 0)", "max(size, 1)")
+    named = in_part(source, words_of("fix split and Lexer.m1"))
+    assert named is not None and "    def m1(self):" in named.text
+    assert "    def __init__" not in named.text  # named by its methods: those are what count
+
+
+def test_the_modules_a_test_imports_from_elsewhere_name_nothing_in_the_workspace() -> None:
+    tests = (
+        "import shlex as real\nimport os.path, shellwords\nfrom shellwords import quote\n\n"
+        "def test_quote():\n    assert real.split(quote(os.path.sep)) == shellwords.Lexer()\n"
+    )
+    words = words_of_tests(tests, {"shellwords", "test_shellwords"})
+    assert {"quote", "test_quote", "shellwords", "Lexer"} <= words
+    assert not {"shlex", "real", "split", "os", "path", "sep"} & words
+    assert words_of_tests("import shellwords\n", {"shellwords"}) == {"import", "shellwords"}
+    assert "split" in words_of_tests("def broken(:\n    real.split()", {"shellwords"})
+
+
+def test_chat_files_take_the_words_of_tests_less_the_modules_from_elsewhere() -> None:
+    tests = (
+        "import helper_30\nimport helpers\n\n\n"
+        "def test_it():\n    assert helpers.helper_31(helper_30.x) == helpers.parse_duration('')\n"
+    )
+    files = {"helpers.py": MODULE, "test_helpers.py": tests}
+    shown = choose("", list(files), files.__getitem__, 4_000, set())
+    text = shown.render()
+    assert "def helper_31(text)" in text and "def parse_duration(text)" in text
+    assert "def helper_30(text)" not in text  # a module of that name from elsewhere
+
+
+def test_long_or_hidden_made_assignments_the_shown_code_does_not_use_are_left_out() -> None:
+    """A 13-line regex and `__add__ = _fallback(_add)` after a hidden `_add` are copied back
+    by a model that gives back what it is shown; left out, the part is a third shorter."""
+    table = "TABLE = {\n" + "".join(f"    'k{i}': {i},\n" for i in range(6)) + "}\n"
+    used = "SHORT = re.compile('x')\nUSED = [\n    1,\n    2,\n    3,\n]\n"
+    ops = "\n".join(
+        f"    def _op{i}(self, other):\n        return self.size + other + {i}\n\n"
+        f"    __op{i}__, __rop{i}__ = _fallback(_op{i})\n"
+        for i in range(40)
+    )  # fmt: skip
+    hook = "    def __round__(self):\n        return self.size + len(USED)\n"
+    source = (
+        f"import re\n\n{table}{used}\n\ndef _fallback(f):\n    return f, f\n\n\n"
+        f"class Box:\n    size = 3\n\n{ops}\n{hook}"
+    )
+    view = in_part(source, words_of("round(Box()) is wrong"))
+    assert view is not None
+    assert "# ... 1 more definition here, not shown: TABLE\n" in view.text
+    assert "SHORT = re.compile('x')\nUSED = [\n" in view.text  # short, or used
+    assert "    # ... 120 more definitions here, not shown: _op0, __op0__, __rop0__, _op1," in (
+        view.text
+    )
+    assert "    def __round__(self):" in view.text
+    edited = view.text.replace("self.size + len(USED)", "self.size - len(USED)")
+    assert view.apply(edited) == source.replace("self.size + len(USED)", "self.size - len(USED)")
