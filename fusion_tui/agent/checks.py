@@ -323,29 +323,50 @@ def condensed(output: str) -> str:
 
 
 _LOCATION = re.compile(r"^(\S+\.py):\d+: ")
+_SHORT_ENTRY = re.compile(r": in [\w<>]+$")
+"""pytest's short traceback entry (its default for the frames between the first and the last):
+the location line first (`shlex.py:300: in __next__`), then the source line; a long entry
+ends with its location line (`test_q.py:8: `, `shlex.py:191: ValueError`)."""
+
+
+def _outside(path: str) -> bool:
+    """Whether pytest's path of a frame is a file outside the workspace: it gives those
+    absolute, or relative when that is shorter (the standard library, an installed package)."""
+    return path.startswith(("/", "..")) or "site-packages" in path
 
 
 def own_frames(output: str) -> str:
-    """pytest's output without the traceback frames of files outside the workspace (pytest
-    gives their path absolute, or relative when that is shorter: the standard library, an
-    installed package). Why: the names in the output
-    choose what a long file shows, and a library's frames name the library's functions (a test
-    that checks `quote` with `shlex.split` named `read_token`, and the copy of shlex in the
-    workspace was shown with it)."""
+    """pytest's output without the traceback frames of files outside the workspace. Why: the
+    names in the output choose what a long file shows, and a library's frames name the
+    library's functions (a test that checks `quote` with `shlex.split` named `read_token`, and
+    the copy of shlex in the workspace was shown with it)."""
     out: list[str] = []
-    frame: list[str] = []
+    entry: list[str] = []
+    outside = False
+
+    def flush() -> None:
+        if not outside:
+            out.extend(entry)
+        entry.clear()
+
     for line in output.split("\n"):
-        frame.append(line)
         location = _LOCATION.match(line)
-        if location:
-            path = location.group(1)
-            if not path.startswith(("/", "..")) and "site-packages" not in path:
-                out.extend(frame)
-            frame = []
+        if location and _SHORT_ENTRY.search(line.rstrip()):
+            flush()
+            outside = _outside(location.group(1))
+            entry.append(line)
+        elif location:
+            entry.append(line)
+            outside = _outside(location.group(1))
+            flush()
+            outside = False
         elif line.startswith(("_ _", "___")) or _SECTION.match(line):
-            out.extend(frame)
-            frame = []
-    out.extend(frame)
+            flush()
+            outside = False
+            out.append(line)
+        else:
+            entry.append(line)
+    flush()
     return "\n".join(out)
 
 

@@ -57,3 +57,38 @@ def test_the_frames_of_files_outside_the_workspace_are_left_out_of_the_words() -
     assert "read_token" not in own_frames(site)
     local = OUTPUT.replace("/usr/lib/python3.11/shlex.py", "shellwords.py")
     assert "    def read_token(self):" in own_frames(local)
+
+
+def test_short_entries_of_library_frames_are_left_out_too() -> None:
+    """pytest's default shows the frames between the first and the last in short: the location
+    line first, then the source line (`raw = self.read_token()` named the copy's method)."""
+    output = (
+        "__________________________________ test_quote __________________________________\n"
+        "\n"
+        "    def test_quote():\n"
+        ">       assert real.split(quote(s)) == [s]\n"
+        "                   ^^^^^^^^^^^^^^^^^^^^\n"
+        "\n"
+        "test_shellwords.py:8: \n"
+        "_ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ \n"
+        "/usr/lib/python3.11/shlex.py:315: in split\n"
+        "    return list(lex)\n"
+        "           ^^^^^^^^^\n"
+        "/usr/lib/python3.11/shlex.py:109: in get_token\n"
+        "    raw = self.read_token()\n"
+        "          ^^^^^^^^^^^^^^^^^\n"
+        "shellwords.py:40: in helper_in_the_workspace\n"
+        "    return tokens()\n"
+        "_ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ \n"
+        "\n"
+        "    def read_token(self):\n"
+        '>                   raise ValueError("No closing quotation")\n'
+        "E                   ValueError: No closing quotation\n"
+        "\n"
+        "/usr/lib/python3.11/shlex.py:191: ValueError\n"
+        "FAILED test_shellwords.py::test_quote - ValueError: No closing quotation"
+    )
+    own = own_frames(output)
+    assert "read_token" not in own and "lex" not in own.replace("shellwords", "")
+    assert "    return tokens()" in own and "helper_in_the_workspace" in own
+    assert ">       assert real.split(quote(s)) == [s]" in own and "FAILED test_shellwords" in own
