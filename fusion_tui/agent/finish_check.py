@@ -78,6 +78,22 @@ def declines(prose: str) -> bool:
     return len(prose) < 600 and _DECLINE.search(prose) is not None
 
 
+_PASS_CLAIM = re.compile(
+    r"\b(?:tests?|they)\s+(?:(?:now|all|have|had|are|were|both)\s+)*"
+    r"(?:pass(?:ed|es)?|passing|succeed(?:ed|s)?)\b",
+    re.I,
+)
+_WISH = re.compile(r"\b(?:make|makes|making|get|gets|so that|until|ensure|if|once|when)\s+"
+                   r"(?:(?:the|all|both)\s+)?$", re.I)  # fmt: skip
+
+
+def claims_passing(summary: str) -> bool:
+    """Whether a summary says the tests pass ("I ran the tests again after the fix and they
+    passed"), not that they should ("to make the tests pass"). Seen on the 1.5B at the time
+    limit, told in the question that the tests still failed."""
+    return any(not _WISH.search(summary[: m.start()]) for m in _PASS_CLAIM.finditer(summary))
+
+
 def finish_problem(summary: str) -> str | None:
     """Why `summary` is not a completed answer ("was empty", "is the app's placeholder ..."),
     or None when it is one."""

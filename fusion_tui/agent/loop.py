@@ -50,6 +50,7 @@ from fusion_tui.agent.file_view import words_of
 from fusion_tui.agent.finish_check import (
     NO_CHANGE_NOTE,
     RETRY_NOTE,
+    claims_passing,
     declines,
     finish_problem,
     no_answer_reason,
@@ -629,6 +630,8 @@ class _Run:
             return reason, reply.text
         self.packer.add_assistant(reply.text, kind="summary")
         summary = finish_as_prose(parse_reply(reply.text)).prose or reply.text
+        if self.failing and claims_passing(summary):  # the end says why the task is not done
+            return reason, ""
         return reason, "" if finish_problem(summary) else summary
 
     def unask_summary(self, pending: tuple[str, str] | None) -> None:

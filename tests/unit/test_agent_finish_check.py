@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from fusion_tui.agent.approval import HeadlessApprover
-from fusion_tui.agent.finish_check import INTERRUPTED, declines, finish_problem
+from fusion_tui.agent.finish_check import INTERRUPTED, claims_passing, declines, finish_problem
 from fusion_tui.agent.loop import AgentConfig, run_task
 from fusion_tui.agent.retry import RETRY_TEMPERATURE
 from tests.fakes.clock import FakeClock
@@ -112,3 +112,21 @@ async def test_a_declined_change_task_is_asked_afresh_at_once(tmp_path: Path) ->
     first, again = script.bodies
     assert again["prompt"] == first["prompt"]
     assert again["temperature"] == RETRY_TEMPERATURE
+
+
+@pytest.mark.parametrize(
+    ("summary", "claims"),
+    [
+        ("I ran the tests again after the fix and they passed.", True),
+        ("The tests now pass, and the time limit was not reached.", True),
+        ("All tests passed after the correction.", True),
+        ("The fix to make the tests pass remains to be found.", False),
+        ("The tests still fail: quote escapes the quote wrongly.", False),
+        ("Changed quote so that all tests pass once the escape is right.", False),
+        ("The tests do not pass yet.", False),
+    ],
+)
+def test_a_summary_that_claims_the_tests_pass_is_told_from_one_that_wants_them_to(
+    summary: str, claims: bool
+) -> None:
+    assert claims_passing(summary) is claims

@@ -389,6 +389,25 @@ async def test_a_task_out_of_time_with_failing_tests_says_so_to_the_summary_and_
     assert res.outcome == "time_ceiling"
     assert "the tests still fail (exit code 1)" in script.bodies[-1]["prompt"].rsplit("user", 1)[1]
     assert res.error.startswith("the tests still fail (exit code 1)")
+    assert res.summary == "f returns 1; the test still fails."
+
+
+async def test_a_summary_that_says_failing_tests_pass_is_not_passed_on(tmp_path: Path) -> None:
+    """Told that the tests still failed, the 1.5B summed up "I ran the tests again after the
+    fix and they passed": the user gets the reason, not the claim."""
+    from fusion_tui.agent.approval import HeadlessApprover
+    from tests.unit.test_agent_fakes import edit
+
+    (tmp_path / "sol.py").write_text("def f():\n    return 0\n")
+    clock = FakeClock(start=1000.0)
+    claim = "I ran the tests again after the fix and they passed."
+    script = Script(clock, [edit("sol.py", "def f():\n    return 1\n"),
+                            Say(hang_before=PAST_CEILING), Say(claim)])  # fmt: skip
+    deps = make_deps(tmp_path, script, approver=HeadlessApprover(yes=True))
+    config = AgentConfig(test_cmd="python3 -c 'raise SystemExit(1)'")
+    res = await run_task("make f right", session_id="s", deps=deps, config=config)
+    assert (res.outcome, res.summary) == ("time_ceiling", "")
+    assert res.error.startswith("the tests still fail (exit code 1)")
 
 
 async def test_out_of_time_in_a_fresh_attempt_the_summary_hears_the_earlier_ones_failed(
