@@ -117,15 +117,26 @@ class FileView:
 
     def _given_range(self, new: list[str]) -> tuple[int, int]:
         """The shown lines the copy covers: from the shown line its first line is to the one
-        its last line is (a changed line at either end taken to stand for as many shown
-        lines)."""
+        its last line is. Changed lines at either end stand for the rest of the function they
+        begin or end in (the 1.5B gave `capwords` with its one-line body now six lines: counted
+        as six shown lines, the end took the two imports below the function with it);
+        outside a function, for as many shown lines."""
         blocks = difflib.SequenceMatcher(None, self.lines, new, autojunk=False)
         matched = [b for b in blocks.get_matching_blocks() if b.size]
         if not matched:
             return 0, len(self.lines)
         first, last = matched[0], matched[-1]
         after = len(new) - (last.b + last.size)
-        return max(0, first.a - first.b), min(len(self.lines), last.a + last.size + after)
+        lo = max(0, first.a - first.b)
+        hi = min(len(self.lines), last.a + last.size + after)
+        if first.b or after:
+            at = {o: i for i, o in enumerate(self.origin) if o is not None}
+            spans = _function_spans(self.source)
+            if first.b and (span := _within(spans, self.origin[first.a])) and span[0] in at:
+                lo = at[span[0]]
+            if after and (span := _within(spans, self.origin[last.a + last.size - 1])):
+                hi = at[span[1]] + 1 if span[1] in at else hi
+        return lo, hi
 
     def _span(self, i1: int, i2: int) -> tuple[int, int] | None:
         """The source lines that shown lines i1..i2 stand for; None when a line that stands
@@ -141,6 +152,24 @@ class FileView:
             before = self.origin[i1 - 1] if i1 > 0 else None
             return None if before is None else (before + 1, before + 1)
         return after, after
+
+
+def _function_spans(source: str) -> list[tuple[int, int]]:
+    """The first and last line (0-based, decorators included) of each function the view
+    shows as a unit: the top-level functions and the methods of top-level classes."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    units = [n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+    for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
+        units += [n for n in cls.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+    return [(_first_line(n), (n.end_lineno or n.lineno) - 1) for n in units]
+
+
+def _within(spans: list[tuple[int, int]], line: int | None) -> tuple[int, int] | None:
+    """The span that holds `line`, if any."""
+    return next((s for s in spans if line is not None and s[0] <= line <= s[1]), None)
 
 
 def _defined(source: str) -> frozenset[str]:

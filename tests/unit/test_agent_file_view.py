@@ -269,3 +269,26 @@ def test_long_or_hidden_made_assignments_the_shown_code_does_not_use_are_left_ou
     assert "    def __round__(self):" in view.text
     edited = view.text.replace("self.size + len(USED)", "self.size - len(USED)")
     assert view.apply(edited) == source.replace("self.size + len(USED)", "self.size - len(USED)")
+
+
+def test_a_copy_that_ends_with_a_longer_function_keeps_what_follows_it() -> None:
+    """The 1.5B gave strtools' `capwords` from the constants above it to its last line, the
+    one-line body now six: counted as six shown lines, the tail took the two imports after the
+    function with it, and the module failed to import."""
+    body = '    """Capitalize the words."""\n    return " ".join(map(str.title, s.split()))\n'
+    after = "\n\nimport re as _re\nPATTERN = _re.compile('x')\n\n\n"
+    source = (
+        '"""Strings."""\n\nA = 1\nB = 2\n\n\ndef capwords(s):\n' + body + after
+        + "\n\n".join(helper(n) for n in NAMES)
+    )  # fmt: skip
+    view = in_part(source, {"capwords"})
+    assert view is not None and "import re as _re" in view.text
+    fixed = (
+        '    """Capitalize the words."""\n    words = s.split()\n    capitalized = [\n'
+        "        w.capitalize() for w in words\n    ]\n    return ' '.join(capitalized)\n"
+    )
+    copy = "B = 2\n\n\ndef capwords(s):\n" + fixed
+    assert view.apply(copy) == source.replace(body, fixed)
+    lead = "@cache\ndef capwords(s, sep=None):\n" + body.replace("title", "capitalize")
+    changed = source.replace("def capwords(s):\n", "@cache\ndef capwords(s, sep=None):\n")
+    assert view.apply(lead) == changed.replace("title", "capitalize")  # the blank lines stay
