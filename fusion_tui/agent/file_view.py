@@ -87,11 +87,19 @@ class FileView:
         return self if source == self.source else in_part(source, self.words)
 
     def unseen_in(self, given: str) -> list[str]:
-        """The definitions left out of the view that `given` defines: written blind. Empty when
-        `given` defines all of them: that is the whole file, as a model that has seen it whole
-        gives it back."""
+        """The definitions left out of the view that `given` defines: written blind; a
+        top-level function named as a left-out method is that method (the 1.5B, shown `quote`
+        and `shlex.__init__`, wrote a top-level `def get_token(self)`, merged in as a new
+        function). Empty when `given` defines all of them: that is the whole file, as a model
+        that has seen it whole gives it back."""
         names = _definitions(given)
-        return [] if self.hidden <= set(names) else [n for n in names if n in self.hidden]
+        if self.hidden <= set(names):
+            return []
+        methods = {h.split(".", 1)[1]: h for h in self.hidden if "." in h}
+        return [
+            n if n in self.hidden else methods[n] for n in names
+            if n in self.hidden or (n in methods and n not in self.defined)
+        ]  # fmt: skip
 
     def apply(self, given: str) -> str | None:
         """The source with the changes that `given`, an edited copy of the view, makes to it;

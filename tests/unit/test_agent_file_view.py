@@ -104,6 +104,9 @@ def test_a_method_that_was_not_shown_is_not_written_blind() -> None:
     blind = FileBlock("box.py", "class Box:\n    def m7(self):\n        return 0\n", "python")
     with pytest.raises(EditRefused, match=r"shown to you in part, without `Box\.m7`"):
         resolve(blind, files, set(files), files.get, (), {"box.py": view})
+    loose = FileBlock("box.py", "def m7(self):\n    return 0\n", "python")  # the method
+    with pytest.raises(EditRefused, match=r"shown to you in part, without `Box\.m7`"):
+        resolve(loose, files, set(files), files.get, (), {"box.py": view})
     seen = FileBlock("box.py", "class Box:\n    def m1(self):\n        return 0\n", "python")
     done = resolve(seen, files, set(files), files.get, (), {"box.py": view})
     assert "def m1(self):\n        return 0" in done.content and "def m7(self)" in done.content
