@@ -220,13 +220,21 @@ def refuse_unseen(path: str, view: FileView, given: str) -> None:
     """Refuses a partial edit that redefines a function (or a method of a class shown in part)
     of a file shown in part that was not shown: it was written blind. Seen on the 1.5B: shown
     `indent` and told that `dedent` was not shown, it wrote a `dedent` that was `indent`
-    renamed, and the tests of both failed."""
+    renamed, and the tests of both failed. Refuses a method given as a top-level function
+    too (`FileView.loose_methods`)."""
     unseen = view.unseen_in(given)
     if unseen:
         listed = ", ".join(f"`{n}`" for n in unseen)
         raise EditRefused(
             f"{path} was shown to you in part, without {listed}; change only what you were "
             f"shown, or read {path} first (read_file) to see the rest"
+        )
+    loose = view.loose_methods(given)
+    if loose:
+        cls, method = loose[0].split(".", 1)
+        raise EditRefused(
+            f"`{method}` is a method of `{cls}` in {path}: give it inside `class {cls}:`, "
+            "indented as you were shown it, not as a function on its own"
         )
 
 

@@ -101,6 +101,27 @@ class FileView:
             if n in self.hidden or (n in methods and n not in self.defined)
         ]  # fmt: skip
 
+    def loose_methods(self, given: str) -> list[str]:
+        """`Class.method` for each top-level function of `given` that is a method of the
+        file's, dedented: named as one, taking `self` or `cls`, and no top-level function of
+        the file. Merged by definition it would be a new function beside the class, the method
+        left as it was (seen: the 1.5B gave `Fraction.__round__` as a top-level `def
+        __round__(self, ndigits=None)`)."""
+        try:
+            tree = ast.parse(given)
+        except (SyntaxError, ValueError):
+            return []
+        owners: dict[str, str] = {}
+        for cls in (n for n in ast.parse(self.source).body if isinstance(n, ast.ClassDef)):
+            for method in (n for n in cls.body if isinstance(n, _Def)):
+                owners.setdefault(method.name, cls.name)
+        return [
+            f"{owners[n.name]}.{n.name}" for n in tree.body
+            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name in owners
+            and n.name not in self.defined and n.args.args
+            and n.args.args[0].arg in ("self", "cls")
+        ]  # fmt: skip
+
     def apply(self, given: str) -> str | None:
         """The source with the changes that `given`, an edited copy of the view, makes to it;
         None when `given` is not one (it drops or changes a line that stands for definitions

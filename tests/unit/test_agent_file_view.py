@@ -295,3 +295,22 @@ def test_a_copy_that_ends_with_a_longer_function_keeps_what_follows_it() -> None
     lead = "@cache\ndef capwords(s, sep=None):\n" + body.replace("title", "capitalize")
     changed = source.replace("def capwords(s):\n", "@cache\ndef capwords(s, sep=None):\n")
     assert view.apply(lead) == changed.replace("title", "capitalize")  # the blank lines stay
+
+
+def test_a_method_given_as_a_top_level_function_is_refused() -> None:
+    """The 1.5B gave `Fraction.__round__` dedented, as `def __round__(self, ndigits=None)`:
+    merged by definition it was a new function after the class, the method unchanged."""
+    methods = "\n".join(f"    def m{i}(self):\n        return self.size * {i}\n" for i in range(99))
+    hook = "    def __round__(self):\n        return self.size\n"
+    source = f"class Box:\n    size = 3\n\n{methods}\n{hook}"
+    view = in_part(source, words_of("round(Box()) is wrong"))
+    assert view is not None and "def __round__(self):" in view.text
+    files = {"box.py": source}
+    loose = FileBlock("box.py", "def __round__(self):\n    return self.size - 1\n", "python")
+    with pytest.raises(EditRefused, match=r"`__round__` is a method of `Box` in box\.py: give"):
+        resolve(loose, files, set(files), files.get, (), {"box.py": view})
+    free = FileBlock("box.py", "def __round__(x):\n    return 0\n", "python")  # no self
+    assert (
+        "def __round__(x)"
+        in resolve(free, files, set(files), files.get, (), {"box.py": view}).content
+    )
