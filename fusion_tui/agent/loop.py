@@ -441,6 +441,7 @@ class _Run:
     def before_write(self, path: str, old: str | None) -> None:
         """Told of every write before it goes: the attempt can then be undone."""
         self.retries.writing(self.reply_at, self.rounds, path, old)
+        self.files.before.setdefault(path, old)
 
     async def count_before(self) -> None:
         """The files are back as they were before any attempt and the tests found with the task
@@ -798,5 +799,5 @@ async def run_task(
     deps.on_event(TaskOutcome(outcome, summary, run.step, session_id, error))
     return TaskResult(
         outcome, summary, run.step, session_id, run.packer, run.requests, error, run.slot,
-        run.archived, list(run.files.changed), run.checks.vouch(outcome),
+        run.archived, run.files.left_changed(), run.checks.vouch(outcome),
     )  # fmt: skip

@@ -133,7 +133,9 @@ class TaskFiles:
     known: set[str] = field(default_factory=set)
     """Every file path of the workspace the task knows of."""
     changed: list[str] = field(default_factory=list)
-    """Files this task changed, in order."""
+    """Files this task wrote, in order."""
+    before: dict[str, str | None] = field(default_factory=dict)
+    """Each written file's text before the task first wrote it (None: it did not exist)."""
     views: dict[str, FileView] = field(default_factory=dict)
     """Long files shown in part with the task: path → what was shown (`file_view.py`)."""
 
@@ -143,6 +145,14 @@ class TaskFiles:
         self.known.add(path)
         if path not in self.changed:
             self.changed.append(path)
+
+    def left_changed(self) -> list[str]:
+        """The files the task leaves changed: written, and not put back as they were. Why: a
+        task whose attempts all failed and were undone ended "changed frac.py · ... they are
+        as they were"."""
+        return [
+            p for p in self.changed if p not in self.before or self.texts.get(p) != self.before[p]
+        ]
 
 
 @dataclass(frozen=True)
