@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 import difflib
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 
 LONG_FILE_CHARS = 4_000
@@ -112,9 +112,9 @@ class FileView:
         except (SyntaxError, ValueError):
             return []
         owners: dict[str, str] = {}
-        for cls in (n for n in ast.parse(self.source).body if isinstance(n, ast.ClassDef)):
-            for method in (n for n in cls.body if isinstance(n, _Def)):
-                owners.setdefault(method.name, cls.name)
+        for owner, method in _units(ast.parse(self.source)):
+            if owner is not None:
+                owners.setdefault(method.name, owner)
         return [
             f"{owners[n.name]}.{n.name}" for n in tree.body
             if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name in owners
@@ -190,10 +190,10 @@ def _function_spans(source: str) -> list[tuple[int, int]]:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return []
-    units = [n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
-    for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
-        units += [n for n in cls.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
-    return [(_first_line(n), (n.end_lineno or n.lineno) - 1) for n in units]
+    return [
+        (_first_line(n), (n.end_lineno or n.lineno) - 1) for _, n in _units(tree)
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+    ]  # fmt: skip
 
 
 def _within(spans: list[tuple[int, int]], line: int | None) -> tuple[int, int] | None:
@@ -217,13 +217,17 @@ def _definitions(source: str) -> list[str]:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return []
-    names = []
+    return [n.name if owner is None else f"{owner}.{n.name}" for owner, n in _units(tree)]
+
+
+def _units(tree: ast.Module) -> Iterator[tuple[str | None, _Def]]:
+    """Each top-level definition (owner None), and each definition in a top-level class's
+    body (owner: the class's name), in the file's order: what a view shows or hides."""
     for node in tree.body:
         if isinstance(node, _Def):
-            names.append(node.name)
+            yield None, node
         if isinstance(node, ast.ClassDef):
-            names += [f"{node.name}.{n.name}" for n in node.body if isinstance(n, _Def)]
-    return names
+            yield from ((node.name, n) for n in node.body if isinstance(n, _Def))
 
 
 def in_part(source: str, words: Collection[str]) -> FileView | None:
