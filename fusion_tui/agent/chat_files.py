@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -152,10 +152,16 @@ def view_of(path: str, text: str, words: set[str] | None) -> FileView | None:
 
 
 def choose(
-    task: str, files: list[str], read: ReadText, budget_chars: int, words: set[str] | None = None
+    task: str,
+    files: list[str],
+    read: ReadText,
+    budget_chars: int,
+    words: set[str] | None = None,
+    failing: Collection[str] = (),
 ) -> ChatFiles:
     """The files for the task's first message, within `budget_chars` of text; with `words`,
-    long files shown in part (`view_of`), at the size of the part."""
+    long files shown in part (`view_of`), at the size of the part, widened by the words of the
+    test files shown (of the `failing` tests only, when a run named them)."""
     sources = [f for f in files if f.lower().endswith(SOURCE_SUFFIXES)]
     wanted = named_in(task, files)
     texts: dict[str, str] = {}
@@ -183,7 +189,7 @@ def choose(
         tests = [p for p in (sources if small else wanted) if is_test_file(p)]
         local = {n.removesuffix(".py") for f in files if f.endswith(".py") for n in (
             Path(f).name, Path(f).parts[0])}  # fmt: skip
-        words = words.union(*(words_of_tests(t, local) for t in map(text_of, tests) if t))
+        words = words.union(*(words_of_tests(t, local, failing) for t in map(text_of, tests) if t))
     if small:
         total = sum(n for n in map(size_of, sources) if n is not None)
         if total <= min(SMALL_WORKSPACE_CHARS, budget_chars):

@@ -370,6 +370,23 @@ def own_frames(output: str) -> str:
     return "\n".join(out)
 
 
+_FAILED_ENTRY = re.compile(r"^(?:FAILED|ERROR) \S*?::(?:\w+::)*(\w+)")
+_FAILURE_HEADER = re.compile(r"^_{3,} (?:\w+\.)*(\w+)(?:\[.*\])? _{3,}$")
+_UNITTEST_ENTRY = re.compile(r"^(?:FAIL|ERROR): (\w+) \(")
+
+
+def failing_tests(output: str) -> set[str]:
+    """The names of the test functions a pytest or unittest run reports failing (pytest's
+    `FAILED path::Class::test_x` summary lines and `___ test_x ___` headers, unittest's
+    `FAIL: test_x (...)`); none when it names none (a collection error, a crash)."""
+    found = set()
+    for line in output.split("\n"):
+        for pattern in (_FAILED_ENTRY, _FAILURE_HEADER, _UNITTEST_ENTRY):
+            if m := pattern.match(line.rstrip()):
+                found.add(m.group(1))
+    return {name for name in found if name.startswith("test")}
+
+
 def tail(text: str, lines: int = TAIL_LINES, chars: int = TAIL_CHARS) -> str:
     """The last `lines` lines of `text`, at most `chars` characters."""
     kept = "\n".join(text.rstrip().split("\n")[-lines:])

@@ -33,12 +33,16 @@ def words_of(text: str) -> set[str]:
     return set(re.findall(r"[A-Za-z_]\w*", text))
 
 
-def words_of_tests(source: str, local: Collection[str]) -> set[str]:
+def words_of_tests(source: str, local: Collection[str], failing: Collection[str] = ()) -> set[str]:
     """The identifiers in a test file, less the modules it imports from outside the workspace
     (`local`: the workspace's module names) and the names it uses from those. Why: a test
     that checks `quote` against the standard library's (`import shlex as real`,
     `real.split(...)`) named the copy's `shlex` class and `split` to the view, and the file was
-    shown whole."""
+    shown whole. With `failing` (the tests a run reports failing) and the file defining some of
+    them, only those tests and the file's own helpers and fixtures they name count: the passing
+    tests' functions are not what the task is about (a failing `test_indent` beside a passing
+    `test_dedent` showed the 1.5B `dedent` too, and it copied and "fixed" `dedent` in five of
+    six attempts)."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
@@ -52,10 +56,36 @@ def words_of_tests(source: str, local: Collection[str]) -> set[str]:
             if len(imported) == len(node.names):
                 end = node.end_lineno or node.lineno
                 lines[node.lineno - 1 : end] = [""] * (end - node.lineno + 1)
+    text = "\n".join(lines)
+    if failing and (tests := _failing_defs(tree, failing)):
+        text = "\n".join(_source_of(lines, node) for node in tests)
     if not foreign:
-        return words_of(source)
+        return words_of(text)
     uses = re.compile(rf"\b(?:{'|'.join(map(re.escape, foreign))})(?:\s*\.\s*\w+)*")
-    return words_of(uses.sub("", "\n".join(lines)))
+    return words_of(uses.sub("", text))
+
+
+def _failing_defs(tree: ast.Module, failing: Collection[str]) -> list[ast.stmt]:
+    """The test functions (or methods of test classes) named `failing`, and the module's own
+    functions they name (helpers, fixtures by parameter name), one level."""
+    defs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+    tests: list[ast.stmt] = [n for name, n in defs.items() if name in failing]
+    for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
+        tests += [n for n in cls.body if isinstance(n, _Def) and n.name in failing]
+    named = {w for node in tests for n in ast.walk(node) for w in _idents(n)}
+    return tests + [n for name, n in defs.items() if name in named and n not in tests]
+
+
+def _idents(node: ast.AST) -> list[str]:
+    """The names a node uses or declares: a variable, a parameter (a fixture's name)."""
+    if isinstance(node, ast.Name):
+        return [node.id]
+    return [node.arg] if isinstance(node, ast.arg) else []
+
+
+def _source_of(lines: list[str], node: ast.stmt) -> str:
+    """The node's lines, decorators included."""
+    return "\n".join(lines[_first_line(node) : node.end_lineno or node.lineno])
 
 
 @dataclass(frozen=True)

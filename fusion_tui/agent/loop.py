@@ -33,7 +33,7 @@ from fusion_tui.agent.chat_files import (
     named_unlisted,
     workspace_files,
 )
-from fusion_tui.agent.checks import is_test_file, own_frames
+from fusion_tui.agent.checks import failing_tests, is_test_file, own_frames
 from fusion_tui.agent.deadline import CancelToken
 from fusion_tui.agent.events import (
     EventSink,
@@ -244,7 +244,8 @@ class _Run:
         run = await self.checks.run_tests(0) if self.cfg.test_cmd else None
         words = words_of(self.task + ("" if run is None else "\n" + own_frames(run.tail)))
         in_part = words if self.cfg.long_files_in_part else None
-        chat = choose(self.task, files, self.replies.read, budget, in_part)
+        failing = failing_tests(run.tail) if run is not None and not run.ok else set()
+        chat = choose(self.task, files, self.replies.read, budget, in_part, failing)
         self.files.texts.update(chat.shown)
         self.files.views.update(chat.views)
         await self.checks.prepare(chat.shown)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fusion_tui.agent.checks import condensed, own_frames, tail
+from fusion_tui.agent.checks import condensed, failing_tests, own_frames, tail
 
 BODY = "\n".join(f"        line_{i} = {i}" for i in range(80))
 OUTPUT = (
@@ -92,3 +92,19 @@ def test_short_entries_of_library_frames_are_left_out_too() -> None:
     assert "read_token" not in own and "lex" not in own.replace("shellwords", "")
     assert "    return tokens()" in own and "helper_in_the_workspace" in own
     assert ">       assert real.split(quote(s)) == [s]" in own and "FAILED test_shellwords" in own
+
+
+def test_the_failing_tests_are_read_from_pytest_and_unittest_output() -> None:
+    pytest_out = (
+        "_________________________________ test_indent __________________________________\n"
+        "____________________________ TestWrap.test_width[3] _____________________________\n"
+        "FAILED test_wraptext.py::test_indent - AssertionError: assert 'a' == '> a'\n"
+        "FAILED tests/test_w.py::TestWrap::test_width[3] - ValueError\n"
+        "ERROR test_wraptext.py::test_setup - fixture 'gone' not found\n"
+        "1 failed, 1 passed in 0.55s"
+    )
+    assert failing_tests(pytest_out) == {"test_indent", "test_width", "test_setup"}
+    unittest_out = "FAIL: test_one (test_mod.Case.test_one)\nERROR: test_two (test_mod.Case)\n"
+    assert failing_tests(unittest_out) == {"test_one", "test_two"}
+    collection = "ERROR test_wraptext.py - ImportError: cannot import name 'x'\n1 error in 0.1s"
+    assert failing_tests(collection) == set()

@@ -247,6 +247,31 @@ def test_chat_files_take_the_words_of_tests_less_the_modules_from_elsewhere() ->
     assert "def helper_30(text)" not in text  # a module of that name from elsewhere
 
 
+def test_with_failing_tests_named_only_those_tests_and_their_helpers_name_the_part() -> None:
+    """A failing `test_indent` beside a passing `test_dedent`: the part shows `indent`, not
+    `dedent`, which the 1.5B otherwise copied and "fixed" in five of six attempts."""
+    tests = (
+        "import pytest\nfrom helpers import helper_5, helper_7, parse_duration\n\n\n"
+        "@pytest.fixture\ndef hours():\n    return helper_7('1h')\n\n\n"
+        "def expect(value):\n    return helper_9(value)\n\n\n"
+        "def test_parse(hours):\n    assert parse_duration(hours) == expect(3600)\n\n\n"
+        "class TestOther:\n    def test_five(self):\n        assert helper_5('') == ''\n"
+    )
+    local = {"helpers", "test_helpers"}
+    everything = words_of_tests(tests, local)
+    assert {"helper_5", "helper_7", "parse_duration", "test_five"} <= everything
+    failing = words_of_tests(tests, local, {"test_parse"})
+    assert {"parse_duration", "helper_7", "helper_9", "test_parse"} <= failing
+    assert not {"helper_5", "test_five", "TestOther"} & failing
+    assert "helper_5" in words_of_tests(tests, local, {"test_five"})  # a test class's method
+    assert words_of_tests(tests, local, {"test_gone"}) == everything  # names none of its tests
+    files = {"helpers.py": MODULE, "test_helpers.py": tests}
+    text = choose("", list(files), files.__getitem__, 4_000, set(), {"test_parse"}).render()
+    assert "def parse_duration(text)" in text and "def helper_7(text)" in text
+    assert "def helper_5(text)" not in text and "helper_5" in text  # named by the marker
+    assert "def helper_5(text)" in choose("", list(files), files.__getitem__, 4_000, set()).render()
+
+
 def test_long_or_hidden_made_assignments_the_shown_code_does_not_use_are_left_out() -> None:
     """A 13-line regex and `__add__ = _fallback(_add)` after a hidden `_add` are copied back
     by a model that gives back what it is shown; left out, the part is a third shorter."""
