@@ -66,12 +66,15 @@ def words_of_tests(source: str, local: Collection[str], failing: Collection[str]
 
 
 def _failing_defs(tree: ast.Module, failing: Collection[str]) -> list[ast.stmt]:
-    """The test functions (or methods of test classes) named `failing`, and the module's own
-    functions they name (helpers, fixtures by parameter name), one level."""
+    """The test functions (or methods of test classes, with the class's methods that are not
+    tests: `setUp`, helpers) named `failing`, and the module's own functions they name
+    (helpers, fixtures by parameter name), one level."""
     defs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
     tests: list[ast.stmt] = [n for name, n in defs.items() if name in failing]
     for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
-        tests += [n for n in cls.body if isinstance(n, _Def) and n.name in failing]
+        methods = [n for n in cls.body if isinstance(n, _Def)]
+        if any(n.name in failing for n in methods):
+            tests += [n for n in methods if n.name in failing or not n.name.startswith("test")]
     named = {w for node in tests for n in ast.walk(node) for w in _idents(n)}
     return tests + [n for name, n in defs.items() if name in named and n not in tests]
 

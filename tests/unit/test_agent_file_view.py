@@ -255,7 +255,8 @@ def test_with_failing_tests_named_only_those_tests_and_their_helpers_name_the_pa
         "@pytest.fixture\ndef hours():\n    return helper_7('1h')\n\n\n"
         "def expect(value):\n    return helper_9(value)\n\n\n"
         "def test_parse(hours):\n    assert parse_duration(hours) == expect(3600)\n\n\n"
-        "class TestOther:\n    def test_five(self):\n        assert helper_5('') == ''\n"
+        "class TestOther:\n    def setUp(self):\n        self.six = helper_6\n\n"
+        "    def test_five(self):\n        assert helper_5('') == self.six('')\n"
     )
     local = {"helpers", "test_helpers"}
     everything = words_of_tests(tests, local)
@@ -263,7 +264,8 @@ def test_with_failing_tests_named_only_those_tests_and_their_helpers_name_the_pa
     failing = words_of_tests(tests, local, {"test_parse"})
     assert {"parse_duration", "helper_7", "helper_9", "test_parse"} <= failing
     assert not {"helper_5", "test_five", "TestOther"} & failing
-    assert "helper_5" in words_of_tests(tests, local, {"test_five"})  # a test class's method
+    assert not {"helper_6", "setUp"} & failing
+    assert {"helper_5", "helper_6"} <= words_of_tests(tests, local, {"test_five"})  # and setUp
     assert words_of_tests(tests, local, {"test_gone"}) == everything  # names none of its tests
     files = {"helpers.py": MODULE, "test_helpers.py": tests}
     text = choose("", list(files), files.__getitem__, 4_000, set(), {"test_parse"}).render()
