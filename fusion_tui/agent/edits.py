@@ -16,7 +16,9 @@ meant:
 - a copy of a file shown in part (`file_view.py`), edited, changes the lines it changed,
   outside functions too;
 - a SEARCH text that matches only when trailing spaces are ignored still matches;
-- an empty block is refused as empty (not as one without a path), unless it creates a file.
+- an empty block is refused as empty (not as one without a path), unless it creates a file;
+- a new file named after a standard-library module (`shlex.py`) goes to the file whose
+  functions it redefines, or is refused, unless the task names the module.
 A write that would turn a Python file that compiles into one that does not is refused: the file
 is kept, and the model told why. Everything else is refused with a sentence the model can act on.
 """
@@ -26,8 +28,10 @@ from __future__ import annotations
 import ast
 import dataclasses
 import re
+import sys
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from fusion_tui.agent.checks import is_test_file, syntax_problem
 from fusion_tui.agent.file_view import FileView
@@ -173,6 +177,9 @@ def resolve(
         refuse_empty(edit, files, known, old_of)
     path = resolve_path(edit.path, body, files, known)
     old = old_of(path)
+    if old is None and shadows_stdlib(path) and Path(path).stem not in named:
+        path = instead_of_stdlib(path, body, files)
+        old = old_of(path)
     if isinstance(edit, SearchReplace):
         if old is None:
             if not edit.search.strip():
@@ -198,6 +205,27 @@ def resolve(
         refuse_tests_in_code(path, old, content, known)
         return ResolvedEdit(path, content, "whole" if merged is None else "merged", tuple(kept))
     return ResolvedEdit(path, edit.content, "whole")
+
+
+def shadows_stdlib(path: str) -> bool:
+    """Whether a Python file at `path` would be imported in place of a standard-library module
+    of the same name (the folder of the code and its tests is first on the import path)."""
+    return path.endswith(".py") and Path(path).stem in sys.stdlib_module_names
+
+
+def instead_of_stdlib(path: str, block: str, files: Mapping[str, str]) -> str:
+    """The file a block given as a new `path` that shadows a standard-library module is for:
+    the file in the chat whose functions it redefines; else refused. Seen on the long-files
+    bench: asked to fix `quote` in shellwords.py (a copy of shlex), the 1.5B gave `split` as
+    `shlex.py`; the new file was imported by pytest itself, which could not start, and it was
+    left there for every later attempt."""
+    target = _redefined_file(block, files)
+    if target is not None:
+        return target
+    raise EditRefused(
+        f"a new {path} would be imported instead of Python's own `{Path(path).stem}` module, "
+        "the test runner's too; give the change in the workspace's own files"
+    )
 
 
 def refuse_tests_in_code(path: str, old: str, new: str, known: Collection[str]) -> None:

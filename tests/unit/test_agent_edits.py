@@ -282,3 +282,18 @@ def test_the_code_in_a_block_for_a_test_file_is_what_the_tests_do_not_define() -
 def test_a_block_for_a_test_file_with_only_tests_holds_no_code() -> None:
     assert code_beside_tests("def test_more():\n    assert True\n", SHAPE_TESTS) is None
     assert code_beside_tests("def broken(:\n", SHAPE_TESTS) is None
+
+
+def test_a_new_file_named_after_a_standard_library_module_goes_to_the_code_it_redefines() -> None:
+    """A new `shlex.py` beside a copy of shlex is imported instead of Python's own, by pytest
+    itself: the code goes to the file whose functions it redefines, or is refused."""
+    files = {"stats.py": STATS, "test_stats.py": "from stats import mean\n"}
+    path, _content, how = resolved(FileBlock("statistics.py", "def sd(xs):\n    return 0\n"), files)
+    assert (path, how) == ("stats.py", "merged")
+    with pytest.raises(EditRefused, match="instead of Python's own `random` module"):
+        resolved(FileBlock("random.py", "def pick():\n    return 4\n"), files)
+    asked = resolve(FileBlock("random.py", "X = 4\n"), files, set(files), files.get, {"random"})
+    assert asked.path == "random.py"  # the task names it: the user wants that file
+    assert resolved(FileBlock("rand.py", "X = 4\n"), files)[0] == "rand.py"
+    existing = {**files, "random.py": "X = 1\n"}
+    assert resolved(FileBlock("random.py", "X = 2\n"), existing)[:2] == ("random.py", "X = 2\n")
