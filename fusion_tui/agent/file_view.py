@@ -414,12 +414,16 @@ def _bound(node: ast.stmt) -> list[str]:
 def _folded(node: ast.stmt, choice: _Choice, hidden: Collection[str]) -> bool:
     """Whether a statement that is not a definition is left out: an assignment of names the
     shown code does not use that is long, or that is made of definitions left out (a class's
-    `__add__, __radd__ = _operator_fallbacks(_add, operator.add)` after its hidden `_add`)."""
+    `__add__, __radd__ = _operator_fallbacks(_add, operator.add)` after its hidden `_add`),
+    and a call on definitions left out (string.py's `Template.__init_subclass__()` after its
+    hidden `Template`, which the 1.5B copied back with the comments around it)."""
+    mentions = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+        return bool(mentions & set(hidden)) and not mentions & set(choice.shown)
     bound = set(_bound(node))
     if not bound or bound & set(choice.used):
         return False
     lines = (node.end_lineno or node.lineno) - node.lineno + 1
-    mentions = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
     return lines > _FOLDED_LINES or bool(mentions & set(hidden))
 
 

@@ -341,3 +341,22 @@ def test_a_method_given_as_a_top_level_function_is_refused() -> None:
         "def __round__(x)"
         in resolve(free, files, set(files), files.get, (), {"box.py": view}).content
     )
+
+
+def test_a_call_on_left_out_definitions_joins_their_marker() -> None:
+    """string.py's `Template.__init_subclass__()` after its hidden `Template` split the marker
+    in two and kept the comments between, which the 1.5B copied back."""
+    methods = "".join(f"    def m{i}(self):\n        return {i}\n" for i in range(60))
+    cls = "class Template:\n" + methods
+    source = (
+        MODULE + "\n\n" + cls + "\n\nTemplate.__init_subclass__()\n\n# the Formatter class\n\n"
+        "class Formatter:\n    def format(self):\n        return helper_3('')\n\n\n"
+        "parse_duration('1h')\n"
+    )
+    view = in_part(source, words_of("fix parse_duration"))
+    assert view is not None
+    assert "Template.__init_subclass__()" not in view.text and "# the Formatter" not in view.text
+    assert "not shown: helper_20," in view.text and "helper_39, Template, Formatter\n" in view.text
+    assert "parse_duration('1h')" in view.text  # a call of shown code stays
+    edited = view.text.replace("SCALE[u] for", "SCALE[u] * 1 for")
+    assert view.apply(edited) == source.replace("SCALE[u] for", "SCALE[u] * 1 for")
