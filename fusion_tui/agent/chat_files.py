@@ -16,12 +16,19 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fusion_tui.agent.checks import is_test_file
-from fusion_tui.agent.file_view import FileView, in_part, words_of_tests
+from fusion_tui.agent.checks import failing_tests, is_test_file, own_frames
+from fusion_tui.agent.file_view import (
+    FileView,
+    foreign_modules,
+    in_part,
+    without_uses,
+    words_of,
+    words_of_tests,
+)
 from fusion_tui.agent.tools.workspace import ToolError, Workspace
 
 SKIP_DIRS = frozenset(
@@ -157,11 +164,14 @@ def choose(
     read: ReadText,
     budget_chars: int,
     words: set[str] | None = None,
-    failing: Collection[str] = (),
+    failed: str = "",
 ) -> ChatFiles:
-    """The files for the task's first message, within `budget_chars` of text; with `words`,
-    long files shown in part (`view_of`), at the size of the part, widened by the words of the
-    test files shown (of the `failing` tests only, when a run named them)."""
+    """The files for the task's first message, within `budget_chars` of text; with `words`
+    (the task's), long files shown in part (`view_of`), at the size of the part, chosen by the
+    words of the test files shown and of `failed`, the output of a test run that failed before
+    the first step: of its failing tests only, when it names them, and of the workspace's own
+    frames, less what the tests use of modules from elsewhere (`real.split(quote(s))` in a
+    frame's source line named the copy's `split`)."""
     sources = [f for f in files if f.lower().endswith(SOURCE_SUFFIXES)]
     wanted = named_in(task, files)
     texts: dict[str, str] = {}
@@ -189,7 +199,13 @@ def choose(
         tests = [p for p in (sources if small else wanted) if is_test_file(p)]
         local = {n.removesuffix(".py") for f in files if f.endswith(".py") for n in (
             Path(f).name, Path(f).parts[0])}  # fmt: skip
-        words = words.union(*(words_of_tests(t, local, failing) for t in map(text_of, tests) if t))
+        test_texts = [t for t in map(text_of, tests) if t]
+        failing = failing_tests(failed)
+        foreign = set().union(*(foreign_modules(t, local) for t in test_texts))
+        words = words.union(
+            words_of(without_uses(own_frames(failed), foreign)),
+            *(words_of_tests(t, local, failing) for t in test_texts),
+        )
     if small:
         total = sum(n for n in map(size_of, sources) if n is not None)
         if total <= min(SMALL_WORKSPACE_CHARS, budget_chars):

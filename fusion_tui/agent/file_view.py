@@ -47,22 +47,44 @@ def words_of_tests(source: str, local: Collection[str], failing: Collection[str]
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return words_of(source)
-    foreign: set[str] = set()
     lines = source.split("\n")
     for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            imported = [a for a in node.names if a.name.split(".")[0] not in local]
-            foreign |= {a.asname or a.name.split(".")[0] for a in imported}
-            if len(imported) == len(node.names):
-                end = node.end_lineno or node.lineno
-                lines[node.lineno - 1 : end] = [""] * (end - node.lineno + 1)
+        if isinstance(node, ast.Import) and not _local_names(node, local):
+            end = node.end_lineno or node.lineno
+            lines[node.lineno - 1 : end] = [""] * (end - node.lineno + 1)
     text = "\n".join(lines)
     if failing and (tests := _failing_defs(tree, failing)):
         text = "\n".join(_source_of(lines, node) for node in tests)
+    return words_of(without_uses(text, foreign_modules(tree, local)))
+
+
+def foreign_modules(tests: ast.Module | str, local: Collection[str]) -> set[str]:
+    """The names under which a test file imports modules from outside the workspace (`import
+    shlex as real`: `real`); `local`: the workspace's module names."""
+    try:
+        tree = ast.parse(tests) if isinstance(tests, str) else tests
+    except (SyntaxError, ValueError):
+        return set()
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported = [a for a in node.names if a.name.split(".")[0] not in local]
+            found |= {a.asname or a.name.split(".")[0] for a in imported}
+    return found
+
+
+def _local_names(node: ast.Import, local: Collection[str]) -> bool:
+    """Whether an import statement imports any module of the workspace."""
+    return any(a.name.split(".")[0] in local for a in node.names)
+
+
+def without_uses(text: str, foreign: Collection[str]) -> str:
+    """`text` less every use of the `foreign` modules and what it reaches through them
+    (`real.split`): those name the library's functions, not the workspace's."""
     if not foreign:
-        return words_of(text)
-    uses = re.compile(rf"\b(?:{'|'.join(map(re.escape, foreign))})(?:\s*\.\s*\w+)*")
-    return words_of(uses.sub("", text))
+        return text
+    uses = re.compile(rf"\b(?:{'|'.join(map(re.escape, sorted(foreign)))})(?:\s*\.\s*\w+)*")
+    return uses.sub("", text)
 
 
 def _failing_defs(tree: ast.Module, failing: Collection[str]) -> list[ast.stmt]:

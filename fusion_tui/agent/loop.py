@@ -33,7 +33,7 @@ from fusion_tui.agent.chat_files import (
     named_unlisted,
     workspace_files,
 )
-from fusion_tui.agent.checks import failing_tests, is_test_file, own_frames
+from fusion_tui.agent.checks import is_test_file
 from fusion_tui.agent.deadline import CancelToken
 from fusion_tui.agent.events import (
     EventSink,
@@ -242,10 +242,9 @@ class _Run:
         room = (n_ctx - self.cfg.n_predict) * per_token if n_ctx > 0 else 48_000
         budget = max(0, int(room * 0.6) - len(self.deps.stable_prefix))
         run = await self.checks.run_tests(0) if self.cfg.test_cmd else None
-        words = words_of(self.task + ("" if run is None else "\n" + own_frames(run.tail)))
-        in_part = words if self.cfg.long_files_in_part else None
-        failing = failing_tests(run.tail) if run is not None and not run.ok else set()
-        chat = choose(self.task, files, self.replies.read, budget, in_part, failing)
+        in_part = words_of(self.task) if self.cfg.long_files_in_part else None
+        failed = run.tail if run is not None and not run.ok else ""
+        chat = choose(self.task, files, self.replies.read, budget, in_part, failed)
         self.files.texts.update(chat.shown)
         self.files.views.update(chat.views)
         await self.checks.prepare(chat.shown)

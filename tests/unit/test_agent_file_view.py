@@ -268,10 +268,23 @@ def test_with_failing_tests_named_only_those_tests_and_their_helpers_name_the_pa
     assert {"helper_5", "helper_6"} <= words_of_tests(tests, local, {"test_five"})  # and setUp
     assert words_of_tests(tests, local, {"test_gone"}) == everything  # names none of its tests
     files = {"helpers.py": MODULE, "test_helpers.py": tests}
-    text = choose("", list(files), files.__getitem__, 4_000, set(), {"test_parse"}).render()
+    failed = "FAILED test_helpers.py::test_parse - KeyError: 'h'\n1 failed, 1 passed in 0.1s"
+    text = choose("", list(files), files.__getitem__, 4_000, set(), failed).render()
     assert "def parse_duration(text)" in text and "def helper_7(text)" in text
     assert "def helper_5(text)" not in text and "helper_5" in text  # named by the marker
     assert "def helper_5(text)" in choose("", list(files), files.__getitem__, 4_000, set()).render()
+
+
+def test_the_failed_runs_words_leave_out_what_the_tests_use_of_modules_from_elsewhere() -> None:
+    """pytest prints the failing line: `real.split(quote(s))` named the copy's `split`."""
+    tests = "import shlex as real\nfrom helpers import helper_5\n\n\ndef test_five():\n    pass\n"
+    failed = (
+        "    def test_five():\n>       assert real.helper_7(helper_5(s)) == [s]\n"
+        "FAILED test_helpers.py::test_five - ValueError\n"
+    )
+    files = {"helpers.py": MODULE, "test_helpers.py": tests}
+    text = choose("", list(files), files.__getitem__, 4_000, set(), failed).render()
+    assert "def helper_5(text)" in text and "def helper_7(text)" not in text
 
 
 def test_long_or_hidden_made_assignments_the_shown_code_does_not_use_are_left_out() -> None:
