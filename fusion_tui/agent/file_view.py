@@ -197,7 +197,9 @@ class FileView:
                 return None
             out[span[0] : span[1]] = new[j1:j2]
         result = "\n".join(out)
-        return result if self.defined <= _defined(result) else None
+        if not self.defined <= _defined(result) or _unbound_uses(self.source, result):
+            return None
+        return result
 
     def _given_range(self, new: list[str]) -> tuple[int, int]:
         """The shown lines the copy covers: from the shown line its first line is to the one
@@ -263,6 +265,29 @@ def _defined(source: str) -> frozenset[str]:
     except (SyntaxError, ValueError):
         return frozenset()
     return frozenset(n.name for n in tree.body if isinstance(n, _Def))
+
+
+def _unbound_uses(source: str, result: str) -> set[str]:
+    """Names that `source` binds at the top level (an import, an assignment) and `result` no
+    longer binds but still uses: a copy of the part that dropped an import the hidden code
+    needs (seen: the 1.5B's copy of shellwords' head left out `from collections import deque`,
+    which only the hidden `shlex` class uses, and every test failed with a NameError)."""
+    try:
+        before, after = ast.parse(source), ast.parse(result)
+    except (SyntaxError, ValueError):
+        return set()
+    lost = _top_bound(before) - _top_bound(after)
+    used = {n.id for n in ast.walk(after) if isinstance(n, ast.Name)}
+    return lost & used
+
+
+def _top_bound(tree: ast.Module) -> set[str]:
+    """The names a module's top-level imports and assignments bind."""
+    names = {n for node in tree.body for n in _bound(node)}
+    for node in tree.body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return names
 
 
 def _definitions(source: str) -> list[str]:

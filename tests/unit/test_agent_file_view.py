@@ -373,3 +373,22 @@ def test_a_call_on_left_out_definitions_joins_their_marker() -> None:
     assert "parse_duration('1h')" in view.text  # a call of shown code stays
     edited = view.text.replace("SCALE[u] for", "SCALE[u] * 1 for")
     assert view.apply(edited) == source.replace("SCALE[u] for", "SCALE[u] * 1 for")
+
+
+def test_a_copy_that_drops_an_import_the_hidden_code_uses_is_merged_by_definition() -> None:
+    """The 1.5B's copy of a part left out `from collections import deque`, which only a hidden
+    class used: applied as a diff, every test failed with a NameError."""
+    source = MODULE.replace("import re\n", "import re\nfrom collections import deque\n", 1)
+    source = source.replace("return text.strip()", "return deque(text)", 1)  # helper_0 uses it
+    view = in_part(source, words_of("fix parse_duration"))
+    assert view is not None and "def helper_0" not in view.text and "deque" in view.text
+    edited = view.text.replace("from collections import deque\n", "").replace(
+        "SCALE[u] for", "SCALE[u] * 2 for"
+    )
+    assert view.apply(edited) is None  # merged by definition instead: the import stays
+    done = resolve(FileBlock("helpers.py", edited), {"helpers.py": source}, {"helpers.py"},
+                   {"helpers.py": source}.get, (), {"helpers.py": view})  # fmt: skip
+    assert "from collections import deque" in done.content
+    assert "SCALE[u] * 2 for" in done.content
+    unused = view.text.replace("SCALE[u] for", "SCALE[u] * 2 for")
+    assert view.apply(unused) == source.replace("SCALE[u] for", "SCALE[u] * 2 for")
