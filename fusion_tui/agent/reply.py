@@ -295,6 +295,9 @@ def _one_block(path: str | None, lang: str, body: list[str], reply: Reply) -> No
         return  # a command or its output, shown
     if body and lang in ("", *PYTHON_WORDS) and body[0].strip().lower() in PYTHON_WORDS:
         lang, body = body[0].strip().lower(), body[1:]  # "```" then "python" on a line of its own
+    named = path_of(body[0]) if body and body[0].lstrip().startswith("#") else None
+    if named is not None and path in (None, named):
+        path, body = named, body[1:]  # "# todo.py" atop the code: the path, not a line of it
     content = "\n".join(body)
     reply.items.append(FileBlock(path, content + "\n" if content else "", lang))
 

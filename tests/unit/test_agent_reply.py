@@ -159,3 +159,16 @@ def test_a_lone_fence_above_a_fence_with_a_language_is_a_stray_mark() -> None:
 def test_a_one_line_block_of_its_own_is_not_taken_for_a_path() -> None:
     reply = parse_reply("Run it:\n```\nrun.sh\n```\nThen look.")
     assert reply.items == [FileBlock(None, "run.sh\n", "")]
+
+
+def test_a_comment_naming_the_path_atop_the_code_is_the_path_not_a_line() -> None:
+    """The 1.5B wrote `# todo.py` as the first line of todo.py's block, in place of the
+    module's docstring line."""
+    reply = parse_reply("todo.py\n```python\n# todo.py\nimport json\n```\n")
+    assert reply.edits == [FileBlock("todo.py", "import json\n", "python")]
+    bare = parse_reply("```python\n# File: todo.py\nimport json\n```\n")
+    assert bare.edits == [FileBlock("todo.py", "import json\n", "python")]
+    other = parse_reply("todo.py\n```python\n# util.py\nimport json\n```\n")
+    assert other.edits == [FileBlock("todo.py", "# util.py\nimport json\n", "python")]
+    prose = parse_reply("todo.py\n```python\n# remove an item\nimport json\n```\n")
+    assert prose.edits[0].content.startswith("# remove an item\n")
