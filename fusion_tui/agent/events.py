@@ -178,7 +178,8 @@ class FileChanged:
     path: str
     diff: str
     how: str
-    """whole, merged, view or search (`edits.ResolvedEdit.how`), or restored (an undo)."""
+    """whole, merged, view or search (`edits.ResolvedEdit.how`), restored (an undo) or removed
+    (the undo of a file the agent created)."""
 
 
 @dataclass(frozen=True)

@@ -512,18 +512,20 @@ class _Run:
     async def keep_best(self) -> bool:
         """At a failing end: put back the earlier attempt that failed fewest checks, when it
         failed strictly fewer than the files as they are, or the files as they were before any
-        attempt when none failed fewer than those; whether anything was put back. `kept` says
-        what the files hold, and names the files undone attempts created (there is no text to
-        put back for them)."""
+        attempt when none failed fewer than those; whether anything was put back. The files
+        undone attempts created go with them; `kept` says what the files hold, and names a
+        created file that stays (the user denied its removal, or it changed since)."""
         best = self.retries.best(self.files.texts, self.checks.failed_output())
+        created = self.retries.created_besides(best)
         put = False
         if best is not None:
+            texts: dict[str, str | None] = {**best.files, **dict.fromkeys(created)}
             try:
-                written = await self.replies.put_back(dict(best.files), KEEP_BEST_WHY)
+                written = await self.replies.put_back(texts, KEEP_BEST_WHY)
             except TaskStop:
                 return False
             put, self.kept = True, self.kept_words(best, bool(written))
-        left = self.retries.created_besides(best)
+        left = [p for p in created if p in self.files.texts]
         if left:
             words = f"{', '.join(left)} (created by an undone attempt) left as it is"
             self.kept = f"{self.kept}; {words}" if self.kept else words

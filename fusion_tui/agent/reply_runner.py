@@ -40,7 +40,7 @@ from fusion_tui.agent.reply import FileBlock, Reply, SearchReplace, ToolCall
 from fusion_tui.agent.task import TaskFiles, TaskScope
 from fusion_tui.agent.task_checks import TaskChecks
 from fusion_tui.agent.tools import Runner, ToolContext, ToolResult
-from fusion_tui.agent.tools.files import put_back_file, read_text
+from fusion_tui.agent.tools.files import put_back_file, read_text, remove_created_file
 from fusion_tui.agent.tools.registry import RUNNERS
 from fusion_tui.agent.tools.workspace import ToolError
 
@@ -373,24 +373,40 @@ class ReplyRunner:
         return True
 
     async def put_back(self, texts: dict[str, str | None], why: str) -> list[str]:
-        """Write each file back to `texts` (None: a file the attempt created, left as it is);
-        the paths written. Each write is asked as the undo it is (`why`), shown as `put_back`.
-        Raises `TaskStop` when the user cancels a write."""
+        """Write each file back to `texts`, or remove it where the text is None (a file the
+        attempt created: the workspace is then as it was, and a stray module cannot break the
+        next attempt's test run); the paths put back. Each write or removal is asked as the undo
+        it is (`why`), shown as `put_back`; a created file that no longer holds what the agent
+        wrote stays. Raises `TaskStop` when the user cancels one."""
         written: list[str] = []
         for path, text in texts.items():
-            if text is None or self.old_text(path) == text:
+            now = self.old_text(path)
+            if now == text or (text is None and now != self.files.texts.get(path)):
                 continue
-
-            async def undo(ctx: ToolContext, _args: dict[str, Any], p: str = path,
-                           t: str = text) -> ToolResult:  # fmt: skip
-                return await put_back_file(ctx, p, t, why)
-
-            result = await self.run_tool(Action("put_back", {"path": path}), undo)
+            result = await self.run_tool(Action("put_back", {"path": path}),
+                                         self._undo(path, now, text, why))  # fmt: skip
             if result is None:
                 raise TaskStop("cancelled", "")
-            if result.ok:
+            if not result.ok:
+                continue
+            if text is None:
+                self.files.texts.pop(path, None)
+            else:
                 self.files.texts[path] = text
-                self.guard.changed()
-                self.emit(FileChanged(self.step(), path, result.detail, "restored"))
-                written.append(path)
+            self.guard.changed()
+            how = "restored" if text is not None else "removed"
+            self.emit(FileChanged(self.step(), path, result.detail, how))
+            written.append(path)
         return written
+
+    @staticmethod
+    def _undo(path: str, now: str | None, text: str | None, why: str) -> Runner:
+        """The runner that puts `path` back to `text`, or removes it (None) while it holds
+        `now`."""
+
+        async def undo(ctx: ToolContext, _args: dict[str, Any]) -> ToolResult:
+            if text is None:
+                return await remove_created_file(ctx, path, now or "", why)
+            return await put_back_file(ctx, path, text, why)
+
+        return undo

@@ -221,8 +221,8 @@ class Retries:
 
     def created_besides(self, kept: Attempt | None) -> list[str]:
         """Files an attempt created that the files kept at a failing end (`kept`, or None: the
-        files as they are, the open attempt's) do not hold: nothing puts them back, there being
-        no text to put back."""
+        files as they are, the open attempt's) do not hold: they go, as the workspace had none
+        of them before the task."""
         if kept is not None:
             held = set(kept.files)
         else:
@@ -231,7 +231,7 @@ class Retries:
 
     def before_attempts(self) -> Attempt | None:
         """The files as they were before any attempt, with their count of failed checks, when
-        that count is known (files an attempt created are left: there is no text to put back)."""
+        that count is known (files an attempt created are not among them: `created_besides`)."""
         if self.baseline is None or not self.baseline_files:
             return None
         kept = {p: t for p, t in self.baseline_files.items() if t is not None}

@@ -169,6 +169,8 @@ def describe(event: AgentEvent) -> str:
         verdict = "stuck" if event.stuck else "not run again"
         return f"  {event.shown()[0]} repeated with nothing changed since: {verdict}"
     if isinstance(event, FileChanged):
+        if event.how == "removed":
+            return f"  removed {event.path} (the agent created it; the attempt was undone)"
         done = "put back" if event.how == "restored" else "changed"
         return f"  {done} {event.path}:\n" + "\n".join(
             "    " + line for line in event.diff.rstrip("\n").split("\n")

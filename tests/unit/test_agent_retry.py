@@ -18,6 +18,7 @@ from fusion_tui.agent.events import FileChanged, ToolFinished
 from fusion_tui.agent.loop import KEEP_BEST_WHY, run_task
 from fusion_tui.agent.retry import RETRY_TEMPERATURE, Attempt, Retries, failure_count
 from fusion_tui.agent.task import AgentConfig
+from fusion_tui.agent.tools.workspace import ToolError, Workspace
 from fusion_tui.cli.printer import describe
 from tests.fakes.clock import FakeClock
 from tests.fakes.fake_server import FakeLlamaServer, Reply
@@ -133,17 +134,56 @@ def test_attempts_that_fail_as_many_checks_as_the_task_began_with_are_all_undone
     assert "no attempt failed fewer than the 2 check(s) the files failed before the task" in err
 
 
-def test_a_file_an_undone_attempt_created_is_named_at_the_end(
+def test_a_file_an_undone_attempt_created_is_removed_with_the_attempt(
     cli_server: FakeLlamaServer, ws: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """There is no text to put back for a file an attempt created (seen: the 0.5B wrote a
-    read_file.py of its own), so the ending says it is still there."""
+    """Undoing an attempt takes away the files it created (seen: the 1.5B gave `split` under a
+    new `shlex.py`; pytest imported it and could not start, and every later attempt failed)."""
     helper = "def read_file(path):\n    return open(path).read()\n"
     cli_server.script(edit("helper.py", helper), edit("calc.py", HALF))
     code, out, err = run(capsys, ws, "--test-rounds", "0", "--retries", "1")
     assert code == 1 and json_lines(out)[-1]["outcome"] == "tests_failed"
-    assert (ws / "calc.py").read_text() == HALF and (ws / "helper.py").read_text() == helper
-    assert "helper.py (created by an undone attempt) left as it is" in err
+    assert (ws / "calc.py").read_text() == HALF and not (ws / "helper.py").exists()
+    retry = next(e for e in json_lines(out) if e["event"] == "retry")
+    assert retry["restored"] == ["helper.py"]
+    assert "left as it is" not in err
+    shown = describe(FileChanged(1, "helper.py", "-X\n", "removed"))
+    assert shown == "  removed helper.py (the agent created it; the attempt was undone)"
+
+
+async def test_a_created_file_changed_since_the_agent_wrote_it_stays(ws: Path) -> None:
+    """The removal takes only what the agent wrote: a file changed meanwhile (here by the
+    checks themselves) is left, and named at the end."""
+    meddle = "import pathlib\np = pathlib.Path('helper.py')\n"
+    meddle += "p.exists() and p.write_text('X = 2\\n')\n"
+    (ws / "check.py").write_text(meddle + CHECK)
+    product = "def sub(a, b):\n    return a * b\n"  # fails both cases
+    script = Script(FakeClock(start=1000.0), [fake_edit("helper.py", "X = 1\n"),
+                                               fake_edit("calc.py", product)])  # fmt: skip
+    approver = Recorder(*[Decision.ALLOW_ONCE] * 6)
+    config = AgentConfig(test_cmd=f"{sys.executable} check.py", test_rounds=0, retries=1)
+    res = await run_task("fix calc.py", session_id="s", config=config,
+                         deps=make_deps(ws, script, approver))  # fmt: skip
+    assert res.outcome == "tests_failed"
+    assert (ws / "helper.py").read_text() == "X = 2\n"
+    assert "helper.py (created by an undone attempt) left as it is" in res.error + res.summary
+    assert not [r for r in approver.asked if r.tool == "put_back" and r.target == "helper.py"]
+
+
+def test_removing_a_file_never_follows_a_link_or_takes_a_directory(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    (root / "pkg").mkdir(parents=True)
+    outside = tmp_path / "keep.py"
+    outside.write_text("x\n")
+    (root / "link.py").symlink_to(outside)
+    space = Workspace(root)
+    for path in ("link.py", "pkg"):
+        with pytest.raises(ToolError):
+            space.remove(space.resolve(path))
+    assert outside.read_text() == "x\n" and (root / "link.py").is_symlink()
+    (root / "pkg" / "a.py").write_text("a\n")
+    space.remove(space.resolve("pkg/a.py"))
+    assert not (root / "pkg" / "a.py").exists()
 
 
 def test_the_words_of_an_attempt_whose_code_was_put_back_are_not_the_answer(

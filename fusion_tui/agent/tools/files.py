@@ -1,4 +1,5 @@
-"""read_file, list_dir, write_file, edit_file: bounded reads, approved atomic writes.
+"""read_file, list_dir, write_file, edit_file: bounded reads, approved atomic writes; the
+agent's own undo of a write (a put-back, the removal of a file it created).
 
 A read shows the text exactly, in a code block and without line numbers, so the model can copy
 lines back into an edit as they are."""
@@ -162,6 +163,22 @@ async def put_back_file(ctx: ToolContext, path: str, content: str, why: str) -> 
     says so (`why`) and shows the diff that takes the attempt's changes back."""
     diff = await _approved_write(ctx, "put_back", path, _text_to_overwrite(ctx, path), content, why)
     return ToolResult(True, f"put {path} back ({_lines(content)} lines)", detail=diff)
+
+
+async def remove_created_file(ctx: ToolContext, path: str, written: str, why: str) -> ToolResult:
+    """Remove a file the agent created, as the undo of the attempt that created it: asked like
+    any put-back (`why`, the diff that empties it), and only while it holds what the agent
+    `written` there, so a file someone else changed since is never lost."""
+    old, _, truncated = read_text(ctx, path)
+    if truncated or old != written:
+        raise ToolError(f"{path} changed since the agent wrote it; left as it is")
+    resolved = ctx.workspace.resolve(path)
+    diff = _diff(resolved.rel, old, "")
+    request = ApprovalRequest("write", "put_back", resolved.rel, detail=diff, why=why)
+    if not await ctx.gate.check(request):
+        raise ToolError(f"the user denied removing {resolved.rel}; it stays")
+    ctx.workspace.remove(resolved)
+    return ToolResult(True, f"removed {path} (the agent created it)", detail=diff)
 
 
 async def edit_file(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:

@@ -213,6 +213,22 @@ class Workspace:
                     pass
                 raise
 
+    def remove(self, resolved: WorkspacePath) -> None:
+        """Unlink a regular file, never following a link: the undo of a file the agent created."""
+        if not resolved.parts:
+            raise ToolError("cannot remove the workspace root")
+        name = resolved.parts[-1]
+        try:
+            with self._dir_fd(resolved.parts[:-1]) as dfd:
+                st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+                if not stat.S_ISREG(st.st_mode):
+                    raise ToolError(f"{resolved.rel} is not a regular file; left as it is")
+                os.unlink(name, dir_fd=dfd)
+        except FileNotFoundError:
+            raise self.missing(resolved.rel) from None
+        except OSError as exc:
+            raise ToolError(f"cannot remove {resolved.rel}: {exc.strerror or exc}") from None
+
 
 def _swap_error(exc: OSError, what: str, dir_fd: int, name: str | None = None) -> ToolError:
     """Say whether the open failed on a link that appeared after the check, or on something else."""
