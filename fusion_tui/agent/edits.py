@@ -155,9 +155,26 @@ def resolve_path(path: str | None, block: str, files: Mapping[str, str], known: 
     names = top_names(block)
     if len(modules) == 1 and names and not any(n.lower().startswith("test") for n in names):
         return modules[0]
-    raise EditRefused(
-        "a code block did not say which file it is for; write the file's path on the line "
-        "right above the block"
+    example = modules[0] if len(modules) == 1 else EXAMPLE_PATH
+    raise EditRefused(unnamed_block(block, example, known | set(files)))
+
+
+def unnamed_block(block: str, example: str, known: Collection[str]) -> str:
+    """Why a block naming no file was not written, with the format to use, shown on `example`
+    (the one module in the chat, when there is one). Seen on Exercism's all-your-base: the 1.5B,
+    told only to write the path "on the line right above the block", answered with blocks that
+    held nothing but a path, three times, until its attempt was cut."""
+    text = block.strip()
+    if "\n" not in text and text in known:
+        what = " (it held only a path: the path goes above the block, the whole file inside it)"
+    elif top_names(block) is None:
+        what = " (and it is not Python code)"
+    else:
+        what = ""
+    return (
+        f"a code block did not say which file it is for{what}. Write the file's path on a line "
+        f"of its own, then its complete new content in a fenced code block:\n\n{example}\n"
+        "```python\nthe whole file, every line of it\n```"
     )
 
 

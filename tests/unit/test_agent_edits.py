@@ -49,6 +49,27 @@ def test_a_pathless_new_function_beside_the_tests_goes_to_the_one_module() -> No
         resolved(FileBlock(None, new), {**files, "other.py": "x = 1\n"})
 
 
+def test_a_block_naming_no_file_is_refused_with_the_format_shown_on_the_module() -> None:
+    """Told only where the path goes, the 1.5B answered with blocks holding nothing but the
+    path (Exercism's all-your-base); the refusal shows the format on the file to change."""
+    tests = "from base import rebase\n\n\ndef test_rebase():\n    assert rebase(2, [1], 10)\n"
+    files = {"base.py": "def rebase(a, d, b):\n    pass\n", "base_test.py": tests}
+    cases = {
+        "base.py\n": "it held only a path: the path goes above the block",
+        "E   AssertionError: [0] != [1]\n": "and it is not Python code",
+        "def test_x():\n    pass\n": "which file it is for. Write",
+    }
+    for block, why in cases.items():
+        with pytest.raises(EditRefused) as refused:
+            resolved(FileBlock(None, block), files)
+        assert why in str(refused.value)
+        assert str(refused.value).endswith(
+            "block:\n\nbase.py\n```python\nthe whole file, every line of it\n```"
+        )
+    with pytest.raises(EditRefused, match=EXAMPLE_PATH.replace(".", r"\.")):  # two modules
+        resolved(FileBlock(None, "z = 3\n"), {"a.py": "x = 1\n", "b.py": "y = 2\n"})
+
+
 def test_an_empty_block_is_refused_as_empty() -> None:
     files = {"scale.py": STATS, "test_scale.py": "def test_x():\n    pass\n"}
     with pytest.raises(EditRefused, match=r"the code block is empty; give scale\.py.s whole"):
