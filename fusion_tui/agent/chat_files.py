@@ -9,7 +9,9 @@ workspace is listed by name, so the model can ask for more with a tool.
 The files are read once per task, in the task's user message (not the system message), so the
 system prompt stays the same bytes for every task of every workspace and its cache is shared.
 A long Python file is shown in part when the task or the failing tests name some of its
-definitions (`file_view.py`): a small model gives back what it is shown.
+definitions (`file_view.py`): a small model gives back what it is shown. A long test file is
+shown in part too, some of its tests in full and the rest by name (`test_view.py`): it is read
+before the first token.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from fusion_tui.agent.file_view import (
     words_of,
     words_of_tests,
 )
+from fusion_tui.agent.test_view import part_of_tests
 from fusion_tui.agent.tools.workspace import ToolError, Workspace
 
 SKIP_DIRS = frozenset(
@@ -126,17 +129,21 @@ class ChatFiles:
     """Files the chat already shows above, unchanged since: named, not shown again."""
     views: dict[str, FileView] = field(default_factory=dict)
     """Long Python files shown in part (`file_view.in_part`): path → what was shown."""
+    test_parts: dict[str, str] = field(default_factory=dict)
+    """Long test files shown in part (`test_view.part_of_tests`): path → the text shown.
+    Nothing is written through them: the tests are not the code to change."""
 
     def without(self, held: list[str]) -> ChatFiles:
         """These files left out of the text: the session's history already holds them as
         they are, and showing them again on every task would grow the prompt by their size."""
         shown = {p: t for p, t in self.shown.items() if p not in held}
-        return ChatFiles(shown, self.others, tuple(held), self.views)
+        return ChatFiles(shown, self.others, tuple(held), self.views, self.test_parts)
 
     def block(self, path: str) -> str:
         """The file as the chat shows it: whole, or in part."""
         view = self.views.get(path)
-        return file_block(path, self.shown[path] if view is None else view.text)
+        text = self.shown[path] if view is None else view.text
+        return file_block(path, self.test_parts.get(path, text))
 
     def render(self) -> str:
         parts: list[str] = []
@@ -176,6 +183,8 @@ def choose(
     wanted = named_in(task, files)
     texts: dict[str, str] = {}
     views: dict[str, FileView] = {}
+    test_parts: dict[str, str] = {}
+    failing = failing_tests(failed)
 
     def text_of(path: str) -> str | None:
         if path not in texts:
@@ -192,7 +201,11 @@ def choose(
             return None
         if path not in views and (view := view_of(path, text, words)) is not None:
             views[path] = view
-        return len(text) if path not in views else len(views[path].text)
+        if is_test_file(path) and path.endswith(".py") and path not in test_parts:
+            test_parts[path] = part_of_tests(text, failing) or text
+        if path in views:
+            return len(views[path].text)
+        return len(test_parts.get(path, text))
 
     small = len(sources) <= SMALL_WORKSPACE_FILES
     if words is not None:  # what the tests shown use is what the task is about
@@ -200,7 +213,6 @@ def choose(
         local = {n.removesuffix(".py") for f in files if f.endswith(".py") for n in (
             Path(f).name, Path(f).parts[0])}  # fmt: skip
         test_texts = [t for t in map(text_of, tests) if t]
-        failing = failing_tests(failed)
         foreign = set().union(*(foreign_modules(t, local) for t in test_texts))
         words = words.union(
             words_of(without_uses(own_frames(failed), foreign)),
@@ -219,4 +231,6 @@ def choose(
         shown[path] = texts[path]
         used += size
     others = [f for f in files if f not in shown]
-    return ChatFiles(shown, others, views={p: v for p, v in views.items() if p in shown})
+    parts = {p: t for p, t in test_parts.items() if p in shown and t != texts[p]}
+    return ChatFiles(shown, others, views={p: v for p, v in views.items() if p in shown},
+                     test_parts=parts)  # fmt: skip
