@@ -76,7 +76,6 @@ from fusion_tui.agent.task import (
     tools_for,
 )
 from fusion_tui.agent.task_checks import PROSE_SUFFIXES, TaskChecks
-from fusion_tui.agent.test_mismatches import mismatch_digest
 from fusion_tui.agent.tools import ToolContext
 from fusion_tui.agent.tools.workspace import ToolError
 from fusion_tui.agent.transcript_compactor import TranscriptCompactor
@@ -280,8 +279,7 @@ class _Run:
         0.5B coder explained them in words (its first answer, at temperature 0, on the planted
         bug of tests/server/test_agent_coder_real.py), and wrote code in 3 of 5 sampled answers
         and the fix in 1; asked for stats.py in full, code in 5 of 5, the fix in 4. A file
-        shown in part is asked for as its functions, not whole: the model has not seen it all.
-        The digest of what the tests got and expected follows the output, as after a write."""
+        shown in part is asked for as its functions, not whole: the model has not seen it all."""
         if run is None:
             return ""
         self.retries.checked_before(run.tail, run.ok)
@@ -292,10 +290,8 @@ class _Run:
         if target:
             what = f"the functions of {target} that you change" if in_part else target
             ask = f"\n\nGive {what} in full with the fix."
-        digest = mismatch_digest(run.tail, self.checks.test_text, self.checks.code_files())
         return (
             f"\n\nThe tests `{run.command}` {how} now. The end of the output:\n```\n{run.tail}\n```"
-            + (f"\n{digest.rstrip()}" if digest else "")
             + ask
         )
 
