@@ -23,7 +23,7 @@ from __future__ import annotations
 import ast
 import re
 import shlex
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -400,18 +400,16 @@ def test_feedback(
     rounds_left: int,
     read: Reader | None = None,
     in_part: bool = False,
-    code: Mapping[str, str] | None = None,
 ) -> str:
     """The message that tells the model its change failed the tests (`exit` None: timed out);
-    `read` gives a test file's text, for the digest of what the tests got and expected, and
-    `code` the code files, to say which line wrote a string that was got; `in_part`: a file
-    was shown in part, so what is asked for is the functions, not files."""
+    `read` gives a test file's text, for the digest of what the tests got and expected;
+    `in_part`: a file was shown in part, so what is asked for is the functions, not files."""
     how = "timed out" if exit is None else f"failed (exit code {exit})"
     what = "the functions you change" if in_part else "the corrected file(s)"
     more = f"Fix the code so that the tests pass: give {what} in full."
     if rounds_left <= 0:
         more += " The tests run once more after this fix, for the last time."
-    digest = mismatch_digest(output_tail, read, code)
+    digest = mismatch_digest(output_tail, read)
     return (
         f"The tests `{command}` {how}. The end of the output:\n```\n{output_tail}\n```\n"
         f"{digest}{more}"

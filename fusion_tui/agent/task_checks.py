@@ -126,7 +126,7 @@ class TaskChecks:
             if not tests.ok:
                 return test_feedback(
                     tests.command, tests.exit, tests.tail, rounds_left, self.test_text,
-                    bool(self.files.views), self.code_files(),
+                    bool(self.files.views),
                 )  # fmt: skip
             return await self.check_given(round_, rounds_left)
         own = self.own_check()
@@ -142,13 +142,8 @@ class TaskChecks:
             return examples_feedback(run.command, run.exit, run.tail, rounds_left)
         if failed:
             return test_feedback(run.command, run.exit, run.tail, rounds_left, self.test_text,
-                                 bool(self.files.views), self.code_files())  # fmt: skip
+                                 bool(self.files.views))  # fmt: skip
         return await self.check_given(round_, rounds_left)
-
-    def code_files(self) -> dict[str, str]:
-        """The files in the chat that are not tests: where the feedback looks for the line
-        that wrote a string the tests got."""
-        return {p: t for p, t in self.files.texts.items() if not is_test_file(p)}
 
     def test_text(self, path: str) -> str | None:
         """A test file's text, as the test runner named it (for the feedback's digest)."""

@@ -15,16 +15,13 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from fusion_tui.agent.example_runner import first_difference
 
 MAX_SHOWN = 6
 """Comparisons listed at most: a few distinct ones say what is wrong; more repeat it."""
-MIN_LOCATED = 8
-"""A string shorter than this that was got is not looked for in the code: "a" or "yes" stands
-on many lines, and a hit would point at the wrong one."""
 
 _UNITTEST = re.compile(r"^(?:E\s+)?AssertionError: (?:\w+ differ: )?(?P<left>.+) != (?P<right>.+)$")
 """unittest's `'a' != 'b'`, and `Lists differ: [1] != [2]` for containers."""
@@ -114,13 +111,10 @@ def source_line(lines: list[str], at: int) -> str:
     return ""
 
 
-def mismatches(
-    output: str, read: Reader | None = None, code: Mapping[str, str] | None = None
-) -> list[str]:
+def mismatches(output: str, read: Reader | None = None) -> list[str]:
     """One line per failed comparison whose expected side can be told: "name: got X, expected
     Y" (at most `MAX_SHOWN`, repeats left out). `read` gives a test file's text, for a
-    statement that spans lines; `code` the code files (path → text), to say where a string
-    that was got is written in them."""
+    statement that spans lines."""
     lines = output.splitlines()
     found: list[str] = []
     seen: set[str] = set()
@@ -144,7 +138,6 @@ def mismatches(
             continue
         expected, got = (left, right) if left_written else (right, left)
         shown = f"got {got!r}, expected {expected!r}{first_difference(expected, got)}"
-        shown += written_at(got, code or {})
         if shown in seen:
             continue
         seen.add(shown)
@@ -154,32 +147,9 @@ def mismatches(
     return found
 
 
-def written_at(got: Any, code: Mapping[str, str]) -> str:
-    """A line "(got from x.py line N: `...`)" when the string that was got stands as a
-    literal on exactly one line of the code: the line to change. Seen on Exercism's
-    all-your-base: told it got 'input base must be >= 2 and output base must be >= 2' where
-    'input base must be >= 2' was expected, the 1.5B gave the file back unchanged, in every
-    attempt; the message was one `raise` of its own."""
-    if not isinstance(got, str) or len(got) < MIN_LOCATED:
-        return ""
-    quoted = (repr(got), '"' + got.replace('"', '\\"') + '"')
-    places = [
-        (path, n, line.strip())
-        for path, text in code.items()
-        for n, line in enumerate(text.splitlines(), 1)
-        if any(q in line for q in quoted)
-    ]
-    if len(places) != 1:
-        return ""
-    path, n, line = places[0]
-    return f"\n    (got from {path} line {n}: `{line}`)"
-
-
-def mismatch_digest(
-    output: str, read: Reader | None = None, code: Mapping[str, str] | None = None
-) -> str:
+def mismatch_digest(output: str, read: Reader | None = None) -> str:
     """The failed comparisons as a short list for the model ("" when none can be told)."""
-    found = mismatches(output, read, code)
+    found = mismatches(output, read)
     if not found:
         return ""
     listed = "\n".join(f"- {f}" for f in found)

@@ -138,25 +138,3 @@ def test_a_comparison_whose_header_was_cut_is_named_by_its_test_line() -> None:
     """The feedback shows the end of the output: its first failure can lose its header."""
     cut = PLAIN_ASSERT.replace("_____ test_pairs ______\n", "…rder _\n")
     assert mismatches(cut) == ["test_pairs: got 12, expected 18"]
-
-
-def test_a_string_got_is_traced_to_the_one_code_line_that_writes_it() -> None:
-    """The 1.5B, told its exception message was wrong, gave the file back unchanged (Exercism's
-    all-your-base): the digest names the line that wrote the message."""
-    code = {
-        "series.py": (
-            "def slices(s, n):\n"
-            "    if n < 0 or n > len(s):\n"
-            "        raise ValueError('span must not exceed string length or be negative')\n"
-        )
-    }
-    found = mismatches(PYTEST_UNITTEST_STYLE, code=code)
-    assert found[0].endswith(
-        "\n    (got from series.py line 3: "
-        "`raise ValueError('span must not exceed string length or be negative')`)"
-    )
-    twice = {**code, "other.py": 'X = "span must not exceed string length or be negative"\n'}
-    for elsewhere in ({}, twice):  # nowhere, on two lines: no line named
-        assert "got from" not in mismatches(PYTEST_UNITTEST_STYLE, code=elsewhere)[0]
-    feedback = checks.test_feedback("pytest", 1, PYTEST_UNITTEST_STYLE, 1, code=code)
-    assert "(got from series.py line 3:" in feedback
