@@ -520,3 +520,26 @@ def test_the_end_line_says_what_vouches_for_a_completed_change(
     assert code == 0 and json_lines(out)[-1]["checked"] == "not tested"
     code, _, err = call_cli(capsys, "run", "fix calc.py", "--workspace", str(again), "--yes")
     assert code == 0 and "outcome: completed · 1 step(s) · not tested · session" in err
+
+
+async def test_a_created_file_edited_while_its_removal_was_asked_stays(ws: Path) -> None:
+    """The removal reads the file again once allowed: an edit made while the approval waited
+    is not lost."""
+    product = "def sub(a, b):\n    return a * b\n"  # fails both cases
+
+    class EditsWhileAsked(Recorder):
+        async def decide(self, request: Any) -> Decision:
+            if request.tool == "put_back" and request.target == "helper.py":
+                (ws / "helper.py").write_text("X = 3\n")
+            return await super().decide(request)
+
+    script = Script(FakeClock(start=1000.0), [fake_edit("helper.py", "X = 1\n"),
+                                               fake_edit("calc.py", product)])  # fmt: skip
+    approver = EditsWhileAsked(*[Decision.ALLOW_ONCE] * 6)
+    config = AgentConfig(test_cmd=f"{sys.executable} check.py", test_rounds=0, retries=1)
+    res = await run_task("fix calc.py", session_id="s", config=config,
+                         deps=make_deps(ws, script, approver))  # fmt: skip
+    assert res.outcome == "tests_failed"
+    assert (ws / "helper.py").read_text() == "X = 3\n"
+    asked = [r.target for r in approver.asked if r.tool == "put_back"]
+    assert asked.count("helper.py") == 1  # asked once, then found changed

@@ -165,18 +165,24 @@ async def put_back_file(ctx: ToolContext, path: str, content: str, why: str) -> 
     return ToolResult(True, f"put {path} back ({_lines(content)} lines)", detail=diff)
 
 
+def _holds(ctx: ToolContext, path: str, written: str) -> None:
+    """Raises `ToolError` unless `path` holds exactly `written`."""
+    old, _, truncated = read_text(ctx, path)
+    if truncated or old != written:
+        raise ToolError(f"{path} changed since the agent wrote it; left as it is")
+
+
 async def remove_created_file(ctx: ToolContext, path: str, written: str, why: str) -> ToolResult:
     """Remove a file the agent created, as the undo of the attempt that created it: asked like
     any put-back (`why`, the diff that empties it), and only while it holds what the agent
     `written` there, so a file someone else changed since is never lost."""
-    old, _, truncated = read_text(ctx, path)
-    if truncated or old != written:
-        raise ToolError(f"{path} changed since the agent wrote it; left as it is")
     resolved = ctx.workspace.resolve(path)
-    diff = _diff(resolved.rel, old, "")
+    diff = _diff(resolved.rel, written, "")
+    _holds(ctx, path, written)
     request = ApprovalRequest("write", "put_back", resolved.rel, detail=diff, why=why)
     if not await ctx.gate.check(request):
         raise ToolError(f"the user denied removing {resolved.rel}; it stays")
+    _holds(ctx, path, written)  # again: the approval may have waited while someone edited it
     ctx.workspace.remove(resolved)
     return ToolResult(True, f"removed {path} (the agent created it)", detail=diff)
 
