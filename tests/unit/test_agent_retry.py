@@ -151,23 +151,47 @@ def test_a_file_an_undone_attempt_created_is_removed_with_the_attempt(
     assert shown == "  removed helper.py (the agent created it; the attempt was undone)"
 
 
+async def helper_then_failing_fix(ws: Path, approver: Recorder) -> Any:
+    """A task whose first attempt creates helper.py and fails the checks, and whose second
+    fails them too: the undo of the first asks to remove helper.py."""
+    product = "def sub(a, b):\n    return a * b\n"  # fails both cases
+    script = Script(FakeClock(start=1000.0), [fake_edit("helper.py", "X = 1\n"),
+                                               fake_edit("calc.py", product)])  # fmt: skip
+    config = AgentConfig(test_cmd=f"{sys.executable} check.py", test_rounds=0, retries=1)
+    return await run_task("fix calc.py", session_id="s", config=config,
+                          deps=make_deps(ws, script, approver))  # fmt: skip
+
+
 async def test_a_created_file_changed_since_the_agent_wrote_it_stays(ws: Path) -> None:
     """The removal takes only what the agent wrote: a file changed meanwhile (here by the
     checks themselves) is left, and named at the end."""
     meddle = "import pathlib\np = pathlib.Path('helper.py')\n"
     meddle += "p.exists() and p.write_text('X = 2\\n')\n"
     (ws / "check.py").write_text(meddle + CHECK)
-    product = "def sub(a, b):\n    return a * b\n"  # fails both cases
-    script = Script(FakeClock(start=1000.0), [fake_edit("helper.py", "X = 1\n"),
-                                               fake_edit("calc.py", product)])  # fmt: skip
     approver = Recorder(*[Decision.ALLOW_ONCE] * 6)
-    config = AgentConfig(test_cmd=f"{sys.executable} check.py", test_rounds=0, retries=1)
-    res = await run_task("fix calc.py", session_id="s", config=config,
-                         deps=make_deps(ws, script, approver))  # fmt: skip
+    res = await helper_then_failing_fix(ws, approver)
     assert res.outcome == "tests_failed"
     assert (ws / "helper.py").read_text() == "X = 2\n"
     assert "helper.py (created by an undone attempt) left as it is" in res.error + res.summary
     assert not [r for r in approver.asked if r.tool == "put_back" and r.target == "helper.py"]
+
+
+async def test_a_created_file_edited_while_its_removal_was_asked_stays(ws: Path) -> None:
+    """The removal reads the file again once allowed: an edit made while the approval waited
+    is not lost."""
+
+    class EditsWhileAsked(Recorder):
+        async def decide(self, request: Any) -> Decision:
+            if request.tool == "put_back" and request.target == "helper.py":
+                (ws / "helper.py").write_text("X = 3\n")
+            return await super().decide(request)
+
+    approver = EditsWhileAsked(*[Decision.ALLOW_ONCE] * 6)
+    res = await helper_then_failing_fix(ws, approver)
+    assert res.outcome == "tests_failed"
+    assert (ws / "helper.py").read_text() == "X = 3\n"
+    asked = [r.target for r in approver.asked if r.tool == "put_back"]
+    assert asked.count("helper.py") == 1  # asked once, then found changed
 
 
 def test_removing_a_file_never_follows_a_link_or_takes_a_directory(tmp_path: Path) -> None:
@@ -520,26 +544,3 @@ def test_the_end_line_says_what_vouches_for_a_completed_change(
     assert code == 0 and json_lines(out)[-1]["checked"] == "not tested"
     code, _, err = call_cli(capsys, "run", "fix calc.py", "--workspace", str(again), "--yes")
     assert code == 0 and "outcome: completed · 1 step(s) · not tested · session" in err
-
-
-async def test_a_created_file_edited_while_its_removal_was_asked_stays(ws: Path) -> None:
-    """The removal reads the file again once allowed: an edit made while the approval waited
-    is not lost."""
-    product = "def sub(a, b):\n    return a * b\n"  # fails both cases
-
-    class EditsWhileAsked(Recorder):
-        async def decide(self, request: Any) -> Decision:
-            if request.tool == "put_back" and request.target == "helper.py":
-                (ws / "helper.py").write_text("X = 3\n")
-            return await super().decide(request)
-
-    script = Script(FakeClock(start=1000.0), [fake_edit("helper.py", "X = 1\n"),
-                                               fake_edit("calc.py", product)])  # fmt: skip
-    approver = EditsWhileAsked(*[Decision.ALLOW_ONCE] * 6)
-    config = AgentConfig(test_cmd=f"{sys.executable} check.py", test_rounds=0, retries=1)
-    res = await run_task("fix calc.py", session_id="s", config=config,
-                         deps=make_deps(ws, script, approver))  # fmt: skip
-    assert res.outcome == "tests_failed"
-    assert (ws / "helper.py").read_text() == "X = 3\n"
-    asked = [r.target for r in approver.asked if r.tool == "put_back"]
-    assert asked.count("helper.py") == 1  # asked once, then found changed
